@@ -1,0 +1,39 @@
+# The two commands: `make run` serves the shop on embedded defaults, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test lint messages clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.run-deps: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.test-deps: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+node_modules/.deps: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Compiled translations are build output: made from locale/*/LC_MESSAGES/django.po.
+messages: | $(BIN)/python
+	$(BIN)/python manage.py compilemessages --ignore=.venv --ignore=node_modules -v0
+
+run: $(VENV)/.run-deps node_modules/.deps messages
+	$(BIN)/python scripts/devstack.py
+
+test: $(VENV)/.test-deps node_modules/.deps messages
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.test-deps
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) node_modules .run db.sqlite3 staticfiles

@@ -1,0 +1,183 @@
+"""Settings shared by every environment. Site-specific and secret values come from the environment.
+
+The defaults are the embedded development values of `make run`; `production.py` refuses them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.utils.translation import gettext_lazy as _
+
+from config.settings.env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+DEV_SECRET_KEY = "dev-insecure-secret-key-do-not-use-in-production"  # noqa: S105
+# An account-level (m/44'/60'/0') public key whose mnemonic was thrown away when it was made:
+# nobody holds its private half, and it is not the well-known development mnemonic of anvil.
+DEV_PAYMENTS_XPUB = (
+    "xpub6DG4MToYnNQ7Kr1frmWsQotXvUFiWAxNibVaTgepgxthUSyqTCmiCPMM99YFnGHWYh6iWbZ237si6AvpmctqjuC8HfwQ7eK3zKYbJt5tRpr"
+)
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
+DEBUG = env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "shop",
+    "payments",
+    "provisioning",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=60, conn_health_checks=True
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", _("English")), ("es", _("Spanish")), ("fr", _("French"))]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+
+# Email: the console by default; any SMTP server or ESP backend through the environment.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "B200 Pairs <orders@localhost>")
+# Absolute links in emails (the order's secret status link).
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# Celery: a server-less filesystem transport for `make run` unless a broker is configured.
+RUN_DIR = BASE_DIR / ".run"
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(RUN_DIR / "broker"),
+        "data_folder_out": str(RUN_DIR / "broker"),
+        "processed_folder": str(RUN_DIR / "broker-processed"),
+        "store_processed": False,
+        "polling_interval": 0.05,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {}
+)
+if CELERY_BROKER_URL.startswith("filesystem"):
+    for folder in ("broker", "broker-processed"):
+        (RUN_DIR / folder).mkdir(parents=True, exist_ok=True)
+# A request that enqueues work must not hang on a broker that is down.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = 300
+CELERY_TASK_SOFT_TIME_LIMIT = 240
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "release-expired-reservations": {
+        "task": "shop.tasks.reservations_release_expired_task",
+        "schedule": 60.0,
+    },
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "B200 pairs shop API",
+    "DESCRIPTION": "Order lots of two NVIDIA B200 cards and pay with a crypto transfer.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Payments
+PAYMENTS_XPUB = env_str("PAYMENTS_XPUB", DEV_PAYMENTS_XPUB)
+PAYMENT_WINDOW_MINUTES = env_int("PAYMENT_WINDOW_MINUTES", 30)
+# A native coin's USD rate older than this is refused when quoting.
+RATE_MAX_AGE_SECONDS = env_int("RATE_MAX_AGE_SECONDS", 600)
+# The local development chain prices its native coin at this fixed rate when no fresh rate exists.
+DEV_NATIVE_USD_RATE = env_str("DEV_NATIVE_USD_RATE", "3000")
+RPC_TIMEOUT_SECONDS = env_int("RPC_TIMEOUT_SECONDS", 5)
+# `CHAIN_RPC_URLS_<NETWORK>` are read per network by payments.networks; this is the local default.
+DEFAULT_LOCAL_RPC_URL = "http://127.0.0.1:8545"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,47 @@
+"""Which networks and assets are offered: enabled as data, and with RPC URLs in the environment."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.utils import timezone
+
+from payments.models import Asset, Network, Rate
+from payments.quotes import fresh_rate_cutoff
+from payments.rpc import RpcClient
+
+
+def rpc_env_name(slug: str) -> str:
+    return "CHAIN_RPC_URLS_" + slug.upper().replace("-", "_")
+
+
+def rpc_urls(network: Network) -> list[str]:
+    """Comma-separated URLs from CHAIN_RPC_URLS_<SLUG>; the local chain has a default."""
+    raw = os.environ.get(rpc_env_name(network.slug))
+    if raw is None and network.slug == "local":
+        raw = settings.DEFAULT_LOCAL_RPC_URL
+    return [url.strip() for url in (raw or "").split(",") if url.strip()]
+
+
+def rpc_client(network: Network) -> RpcClient:
+    return RpcClient(rpc_urls(network))
+
+
+def priceable_assets(now: dt.datetime) -> QuerySet[Asset]:
+    """Enabled assets that can be quoted: stablecoins, a development chain's coin, or a fresh rate."""
+    fresh = Rate.objects.filter(asset=OuterRef("pk"), as_of__gte=fresh_rate_cutoff(now), usd_per_unit__gt=0)
+    return Asset.objects.filter(enabled=True).filter(
+        Q(usd_stable=True) | Q(network__is_development=True) | Exists(fresh)
+    )
+
+
+def networks_offered() -> list[Network]:
+    """Enabled networks with an RPC URL, each with its quotable assets prefetched as `offered_assets`."""
+    assets = priceable_assets(timezone.now()).order_by("symbol")
+    networks = Network.objects.filter(enabled=True).prefetch_related(
+        Prefetch("assets", queryset=assets, to_attr="offered_assets")
+    )
+    return [network for network in networks if rpc_urls(network) and network.offered_assets]

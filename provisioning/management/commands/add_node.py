@@ -1,0 +1,50 @@
+"""`manage.py add_node NAME --driver {local,ssh} [--host H] [--port P] [--user U] [--host-key KEY]`."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from provisioning.models import Node, NodeDriver
+
+
+class Command(BaseCommand):
+    help = "Register a GPU node (one node = one lot of two cards), or update the one with that name."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("name")
+        parser.add_argument("--driver", choices=NodeDriver.values, required=True)
+        parser.add_argument("--host", default="")
+        parser.add_argument("--port", type=int, default=22)
+        parser.add_argument("--user", default="")
+        parser.add_argument("--host-key", default="", help="The node's SSH host public key, pinned")
+        parser.add_argument("--gpu-model", default="NVIDIA B200")
+        parser.add_argument("--gpu-count", type=int, default=2)
+        parser.add_argument("--python", default="python3", help="The Python that runs the preflight")
+
+    def handle(self, *args, **options) -> None:
+        if options["driver"] == NodeDriver.SSH and not (options["host"] and options["user"]):
+            raise CommandError("an ssh node needs --host and --user")
+        if not 1 <= options["port"] <= 65535:
+            raise CommandError("--port must be between 1 and 65535")
+        values = {
+            "driver": options["driver"],
+            "host": options["host"] or ("127.0.0.1" if options["driver"] == NodeDriver.LOCAL else ""),
+            "port": options["port"],
+            "user": options["user"],
+            "host_key": options["host_key"],
+            "gpu_model": options["gpu_model"],
+            "gpu_count": options["gpu_count"],
+            "python": options["python"],
+        }
+        node = Node.objects.filter(name=options["name"]).first() or Node(name=options["name"])
+        for field, value in values.items():
+            setattr(node, field, value)
+        try:
+            node.full_clean()
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
+        created = node.pk is None
+        node.save()
+        verb = "registered" if created else "updated"
+        self.stdout.write(f"node {node.name} {verb} ({node.driver}, {node.host}:{node.port})")

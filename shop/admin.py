@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from payments.models import PaymentRequest
+from shop.models import Duration, LotSpec, Order, OrderEvent, Preparation, Reservation
+from shop.orders import TransitionNotAllowed, order_cancel
+
+
+@admin.register(LotSpec)
+class LotSpecAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "gpu_model", "gpus_per_lot", "gpu_memory_gb", "memory_type"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not LotSpec.objects.exists()
+
+
+@admin.register(Duration)
+class DurationAdmin(admin.ModelAdmin):
+    list_display = ["days", "price_per_lot_usd", "purpose_en", "active"]
+    list_editable = ["price_per_lot_usd", "active"]
+
+
+@admin.register(Preparation)
+class PreparationAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name_en", "position", "active"]
+    list_editable = ["position", "active"]
+    prepopulated_fields = {"slug": ["name_en"]}
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class OrderEventInline(ReadOnlyInline):
+    model = OrderEvent
+    fields = ["created_at", "from_status", "to_status", "actor", "reason"]
+
+
+class ReservationInline(ReadOnlyInline):
+    model = Reservation
+    fields = ["node", "created_at", "expires_at", "released_at", "release_reason"]
+
+
+class PaymentRequestInline(admin.StackedInline):
+    model = PaymentRequest
+    can_delete = False
+    fields = [
+        "asset",
+        "chain_id",
+        "contract",
+        "address",
+        "derivation_index",
+        "amount_base_units",
+        "amount_usd",
+        "usd_rate",
+        "rate_as_of",
+        "expires_at",
+        "start_block",
+        "status",
+        "received_base_units",
+        "confirmations",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Order)
+class OrderAdmin(admin.ModelAdmin):
+    list_display = ["reference", "status", "lots", "duration_days", "preparation", "total_usd", "email", "created_at"]
+    list_filter = ["status", "duration_days", "preparation", "language"]
+    search_fields = ["reference", "email", "last_name", "payment__address"]
+    list_select_related = ["preparation"]
+    date_hierarchy = "created_at"
+    inlines = [PaymentRequestInline, ReservationInline, OrderEventInline]
+    actions = ["cancel_orders"]
+    readonly_fields = [
+        "reference",
+        "status",
+        "lots",
+        "duration",
+        "preparation",
+        "duration_days",
+        "gpu_model",
+        "gpus_per_lot",
+        "gpu_memory_gb",
+        "price_per_lot_usd",
+        "total_usd",
+        "ssh_key_fingerprint",
+        "language",
+        "terms_accepted_at",
+        "created_at",
+        "updated_at",
+    ]
+    fieldsets = [
+        (
+            "Order",
+            {
+                "fields": [
+                    "reference",
+                    "status",
+                    "lots",
+                    "gpu_model",
+                    "gpus_per_lot",
+                    "gpu_memory_gb",
+                    "duration",
+                    "duration_days",
+                    "preparation",
+                    "price_per_lot_usd",
+                    "total_usd",
+                    "created_at",
+                    "updated_at",
+                ]
+            },
+        ),
+        (
+            "Contact",
+            {
+                "fields": [
+                    "first_name",
+                    "last_name",
+                    "email",
+                    "language",
+                    "ssh_public_key",
+                    "ssh_key_fingerprint",
+                    "terms_accepted_at",
+                ]
+            },
+        ),
+        ("Hypothesis", {"fields": ["hypothesis_kind", "hypothesis_text"]}),
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # orders are placed by customers, through order_create
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # an order and its evidence are kept
+
+    @admin.action(description="Cancel the selected orders and release their lots", permissions=["change"])
+    def cancel_orders(self, request: HttpRequest, queryset: QuerySet[Order]) -> None:
+        for order in queryset:
+            try:
+                order_cancel(order_id=order.pk, actor=request.user.get_username(), reason="cancelled in the admin")
+            except TransitionNotAllowed:
+                self.message_user(
+                    request, f"{order.reference}: cannot be cancelled from {order.status}", messages.WARNING
+                )
+            else:
+                self.message_user(request, f"{order.reference}: cancelled")

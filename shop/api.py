@@ -1,0 +1,196 @@
+"""The REST API under /api/v1/: the catalog, placing an order, and reading it with its token."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import Http404
+from django.utils.translation import get_language
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from shop.catalog import catalog_current
+from shop.models import HypothesisKind
+from shop.order_input import (
+    MAX_LOTS_PER_ORDER,
+    OrderInputErrors,
+    build_order_request,
+    check_lots,
+    parse_key,
+    resolve_asset,
+    resolve_duration,
+    resolve_network,
+    resolve_preparation,
+)
+from shop.order_view import order_representation
+from shop.orders import OrderInputError, order_create, order_for_token
+from shop.sshkeys import MAX_KEY_CHARS
+
+
+class CatalogOutput(serializers.Serializer):
+    class Lot(serializers.Serializer):
+        gpus_per_lot = serializers.IntegerField()
+        gpu_model = serializers.CharField()
+        gpu_memory_gb = serializers.IntegerField()
+        memory_type = serializers.CharField()
+
+    class DurationOut(serializers.Serializer):
+        days = serializers.IntegerField()
+        price_per_lot_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
+        purpose = serializers.CharField()
+
+    class PreparationOut(serializers.Serializer):
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        description = serializers.CharField()
+
+    class NetworkOut(serializers.Serializer):
+        class AssetOut(serializers.Serializer):
+            symbol = serializers.CharField()
+            name = serializers.CharField()
+            decimals = serializers.IntegerField()
+            contract = serializers.CharField(allow_null=True)
+
+        slug = serializers.SlugField()
+        name = serializers.CharField()
+        chain_id = serializers.IntegerField()
+        confirmations_required = serializers.IntegerField()
+        assets = AssetOut(many=True, source="offered_assets")
+
+    lot = Lot()
+    durations = DurationOut(many=True)
+    preparations = PreparationOut(many=True)
+    networks = NetworkOut(many=True)
+    lots_available = serializers.IntegerField()
+
+
+class CatalogApi(APIView):
+    @extend_schema(responses=CatalogOutput, summary="What can be ordered now")
+    def get(self, request: Request) -> Response:
+        return Response(CatalogOutput(catalog_current()).data)
+
+
+def _field_check(check, value):
+    try:
+        return check(value)
+    except OrderInputError as exc:
+        raise serializers.ValidationError(exc.message) from None
+
+
+class OrderInput(serializers.Serializer):
+    """Types and sizes here; the business checks (capacity, catalog, key, asset) in shop.order_input."""
+
+    lots = serializers.IntegerField(min_value=1, max_value=MAX_LOTS_PER_ORDER)
+    duration_days = serializers.IntegerField(min_value=1, max_value=366)
+    preparation = serializers.SlugField(max_length=50)
+    first_name = serializers.CharField(max_length=100)
+    last_name = serializers.CharField(max_length=150)
+    email = serializers.EmailField(max_length=254)
+    ssh_public_key = serializers.CharField(max_length=MAX_KEY_CHARS, trim_whitespace=True)
+    network = serializers.SlugField(max_length=50)
+    asset = serializers.CharField(max_length=12)
+    hypothesis_kind = serializers.ChoiceField(choices=HypothesisKind.choices, required=False, allow_blank=True)
+    hypothesis = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    language = serializers.ChoiceField(choices=settings.LANGUAGES, required=False)
+
+    # Single-field business checks, so that every bad field is reported in the same 400.
+    def validate_lots(self, value: int) -> int:
+        return _field_check(check_lots, value)
+
+    def validate_duration_days(self, value: int) -> int:
+        _field_check(resolve_duration, value)
+        return value
+
+    def validate_preparation(self, value: str) -> str:
+        _field_check(resolve_preparation, value)
+        return value
+
+    def validate_ssh_public_key(self, value: str) -> str:
+        _field_check(parse_key, value)
+        return value
+
+    def validate_network(self, value: str) -> str:
+        _field_check(resolve_network, value)
+        return value
+
+    def validate_asset(self, value: str) -> str:
+        try:
+            resolve_asset(str(self.initial_data.get("network", "")), value)
+        except OrderInputError as exc:
+            if exc.field == "asset":  # a bad network is validate_network's to report
+                raise serializers.ValidationError(exc.message) from None
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        language = attrs.get("language") or get_language() or "en"
+        try:
+            attrs["order_request"] = build_order_request(attrs, language=language)
+        except OrderInputErrors as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        return attrs
+
+
+class PaymentOutput(serializers.Serializer):
+    network = serializers.CharField()
+    chain_id = serializers.IntegerField()
+    asset = serializers.CharField()
+    contract = serializers.CharField(allow_null=True)
+    address = serializers.CharField()
+    amount = serializers.CharField(help_text="Decimal string in whole units")
+    amount_base_units = serializers.CharField(help_text="Integer string in base units")
+    expires_at = serializers.DateTimeField()
+    uri = serializers.CharField(help_text="EIP-681 link")
+    status = serializers.CharField()
+    received_base_units = serializers.CharField()
+    confirmations = serializers.IntegerField()
+    confirmations_required = serializers.IntegerField()
+    tx_hashes = serializers.ListField(child=serializers.CharField())
+
+
+class OrderOutput(serializers.Serializer):
+    reference = serializers.CharField()
+    access_token = serializers.CharField()
+    status_url = serializers.URLField()
+    status = serializers.CharField()
+    lots = serializers.IntegerField()
+    total_gpus = serializers.IntegerField()
+    gpu_model = serializers.CharField()
+    gpu_memory_gb_per_card = serializers.IntegerField()
+    duration_days = serializers.IntegerField()
+    preparation = serializers.CharField()
+    total_usd = serializers.CharField()
+    hypothesis_kind = serializers.CharField()
+    hypothesis = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    payment = PaymentOutput()
+    access = serializers.DictField(allow_null=True)
+    manifest_url = serializers.URLField(allow_null=True)
+
+
+class OrderCreateApi(APIView):
+    @extend_schema(request=OrderInput, responses={201: OrderOutput}, summary="Place an order")
+    def post(self, request: Request) -> Response:
+        data = OrderInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            placed = order_create(request=data.validated_data["order_request"])
+        except OrderInputError as exc:
+            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        body = order_representation(placed.order, token=placed.access_token, request=request)
+        return Response(OrderOutput(body).data, status=status.HTTP_201_CREATED)
+
+
+TOKEN_HEADER = OpenApiParameter("X-Order-Token", str, OpenApiParameter.HEADER, required=True)
+
+
+class OrderDetailApi(APIView):
+    @extend_schema(parameters=[TOKEN_HEADER], responses=OrderOutput, summary="Read an order with its token")
+    def get(self, request: Request, reference: str) -> Response:
+        token = request.headers.get("X-Order-Token")
+        order = order_for_token(reference=reference, token=token)
+        if order is None:
+            raise Http404
+        body = order_representation(order, token=token, request=request)
+        return Response(OrderOutput(body).data)

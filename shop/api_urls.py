@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from shop import api
+
+urlpatterns = [
+    path("catalog/", api.CatalogApi.as_view(), name="api_catalog"),
+    path("orders/", api.OrderCreateApi.as_view(), name="api_order_create"),
+    path("orders/<str:reference>/", api.OrderDetailApi.as_view(), name="api_order_detail"),
+]

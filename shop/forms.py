@@ -1,0 +1,116 @@
+"""The order wizard's forms, one per step. Business checks are shop.order_input's, shared with the API."""
+
+from __future__ import annotations
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from payments.models import Network
+from shop.models import Duration, HypothesisKind, Preparation
+from shop.order_input import (
+    MAX_LOTS_PER_ORDER,
+    check_lots,
+    parse_key,
+    resolve_asset,
+    resolve_duration,
+    resolve_preparation,
+)
+from shop.orders import OrderInputError
+from shop.sshkeys import MAX_KEY_CHARS
+
+
+class InputCheckMixin:
+    """Run a shop.order_input check and put its message on the form field."""
+
+    def run_check(self, check, *args):
+        try:
+            return check(*args)
+        except OrderInputError as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
+class ConfigureForm(InputCheckMixin, forms.Form):
+    lots = forms.IntegerField(label=_("Lots (2 cards each)"), min_value=1, max_value=MAX_LOTS_PER_ORDER, initial=1)
+    duration_days = forms.TypedChoiceField(label=_("Duration"), coerce=int, widget=forms.RadioSelect)
+    preparation = forms.ChoiceField(label=_("Preparation"), widget=forms.RadioSelect)
+
+    def __init__(self, *args, durations: list[Duration], preparations: list[Preparation], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["duration_days"].choices = [(d.days, _("%(days)s days") % {"days": d.days}) for d in durations]
+        self.fields["preparation"].choices = [(p.slug, p.name) for p in preparations]
+
+    def clean_lots(self) -> int:
+        return self.run_check(check_lots, self.cleaned_data["lots"])
+
+    def clean_duration_days(self) -> int:
+        days = self.cleaned_data["duration_days"]
+        self.run_check(resolve_duration, days)
+        return days
+
+    def clean_preparation(self) -> str:
+        slug = self.cleaned_data["preparation"]
+        self.run_check(resolve_preparation, slug)
+        return slug
+
+
+class ContactForm(InputCheckMixin, forms.Form):
+    first_name = forms.CharField(
+        label=_("First name"), max_length=100, widget=forms.TextInput(attrs={"autocomplete": "given-name"})
+    )
+    last_name = forms.CharField(
+        label=_("Last name(s)"), max_length=150, widget=forms.TextInput(attrs={"autocomplete": "family-name"})
+    )
+    email = forms.EmailField(label=_("Email"), max_length=254, widget=forms.EmailInput(attrs={"autocomplete": "email"}))
+    ssh_public_key = forms.CharField(
+        label=_("SSH public key"),
+        max_length=MAX_KEY_CHARS,
+        help_text=_("The contents of your .pub file, for example ~/.ssh/id_ed25519.pub. Access will use it."),
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "autocapitalize": "off"}),
+    )
+    hypothesis_kind = forms.ChoiceField(
+        label=_("What do you expect the two cards to give you?"),
+        required=False,
+        choices=[("", _("No particular hypothesis"))] + list(HypothesisKind.choices),
+        widget=forms.RadioSelect,
+    )
+    hypothesis = forms.CharField(
+        label=_("Your hypothesis, in your words (optional)"),
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+    terms = forms.BooleanField(
+        label=_(
+            "I accept the terms of rental: access is handed over after the payment is confirmed and the "
+            "node passes its preflight, for the chosen duration from that moment."
+        ),
+        error_messages={"required": _("Accept the terms to continue.")},
+    )
+
+    def clean_ssh_public_key(self) -> str:
+        return self.run_check(parse_key, self.cleaned_data["ssh_public_key"]).line
+
+
+class PaymentForm(InputCheckMixin, forms.Form):
+    payment_option = forms.ChoiceField(label=_("Asset and network"), widget=forms.RadioSelect)
+
+    def __init__(self, *args, networks: list[Network], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["payment_option"].choices = [
+            (f"{network.slug}:{asset.symbol}", f"{asset.symbol} · {network.name}")
+            for network in networks
+            for asset in network.offered_assets
+        ]
+        self.fields["payment_option"].error_messages["invalid_choice"] = _(
+            "Choose one of the listed assets and networks."
+        )
+
+    def clean_payment_option(self) -> str:
+        option = self.cleaned_data["payment_option"]
+        network, _sep, symbol = option.partition(":")
+        self.run_check(resolve_asset, network, symbol)
+        return option
+
+
+class ReviewForm(forms.Form):
+    """Placing the order is a POST with CSRF; nothing to type."""

@@ -1,0 +1,200 @@
+"""The catalog (what a lot is, durations, preparations), orders, their events and reservations."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import get_language
+from django.utils.translation import gettext_lazy as _
+
+
+class LocalizedTextMixin:
+    """Catalog text that staff write in each language: `<field>_en`, `<field>_es`, `<field>_fr`."""
+
+    def localized(self, field: str, language: str | None = None) -> str:
+        language = (language or get_language() or "en")[:2]
+        return getattr(self, f"{field}_{language}", "") or getattr(self, f"{field}_en")
+
+
+class LotSpec(models.Model):
+    """What one lot is. One row; staff edit it in the admin."""
+
+    gpu_model = models.CharField(max_length=100, default="NVIDIA B200")
+    gpus_per_lot = models.PositiveSmallIntegerField(default=2)
+    gpu_memory_gb = models.PositiveIntegerField(default=180, help_text="Memory of each card, not pooled.")
+    memory_type = models.CharField(max_length=40, default="HBM3e")
+
+    class Meta:
+        verbose_name = "lot specification"
+
+    def __str__(self) -> str:
+        return f"{self.gpus_per_lot} x {self.gpu_model}, {self.gpu_memory_gb} GB {self.memory_type} per card"
+
+    @classmethod
+    def current(cls) -> LotSpec:
+        spec = cls.objects.order_by("pk").first()
+        return spec if spec is not None else cls.objects.create()
+
+
+class Duration(LocalizedTextMixin, models.Model):
+    days = models.PositiveSmallIntegerField(unique=True, validators=[MinValueValidator(1)])
+    price_per_lot_usd = models.DecimalField(max_digits=12, decimal_places=2, validators=[MinValueValidator(0)])
+    purpose_en = models.CharField(max_length=300)
+    purpose_es = models.CharField(max_length=300, blank=True)
+    purpose_fr = models.CharField(max_length=300, blank=True)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["days"]
+
+    def __str__(self) -> str:
+        return f"{self.days} days"
+
+    @property
+    def purpose(self) -> str:
+        return self.localized("purpose")
+
+
+class Preparation(LocalizedTextMixin, models.Model):
+    """The environment delivered on the node. Later issues attach its setup step and preflight profile."""
+
+    slug = models.SlugField(unique=True)
+    name_en = models.CharField(max_length=120)
+    name_es = models.CharField(max_length=120, blank=True)
+    name_fr = models.CharField(max_length=120, blank=True)
+    description_en = models.TextField()
+    description_es = models.TextField(blank=True)
+    description_fr = models.TextField(blank=True)
+    position = models.PositiveSmallIntegerField(default=0)
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["position", "slug"]
+
+    def __str__(self) -> str:
+        return self.name_en
+
+    @property
+    def name(self) -> str:
+        return self.localized("name")
+
+    @property
+    def description(self) -> str:
+        return self.localized("description")
+
+
+class OrderStatus(models.TextChoices):
+    AWAITING_PAYMENT = "awaiting_payment", _("Awaiting payment")  # placed, quote open
+    PAYMENT_REPORTED = "payment_reported", _("Payment reported")  # customer pressed "I have paid"
+    PAID = "paid", _("Paid")  # payment confirmed on-chain, waiting for preparation
+    NEEDS_REVIEW = "needs_review", _("Needs review")  # a payment exception a reviewer settles
+    EXPIRED = "expired", _("Expired")  # the window ended without a payment; lots released
+    CANCELLED = "cancelled", _("Cancelled")  # by staff; lots released
+    PREPARING = "preparing", _("Preparing")  # the node runs its setup and preflight
+    PREPARATION_FAILED = "preparation_failed", _("Preparation failed")  # operators investigate
+    ACTIVE = "active", _("Active")  # access handed over, the rental clock runs
+    ENDED = "ended", _("Ended")  # access revoked at the end of the rental
+
+
+class HypothesisKind(models.TextChoices):
+    BIGGER_BATCH = "bigger_batch", _("A larger global batch")
+    SHORTER_STEP = "shorter_step", _("A shorter step time")
+    MAKE_POSSIBLE = "make_possible", _("Making the run possible at all")
+
+
+class Order(models.Model):
+    reference = models.CharField(max_length=16, unique=True)
+    # The secret access token is an HMAC of this nonce under SECRET_KEY (shop.orders.order_access_token):
+    # a database dump alone opens no order page, and emails can still carry the link.
+    access_nonce = models.CharField(max_length=32, unique=True)
+    status = models.CharField(max_length=24, choices=OrderStatus.choices, default=OrderStatus.AWAITING_PAYMENT)
+
+    lots = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
+    duration = models.ForeignKey(Duration, on_delete=models.PROTECT, related_name="orders")
+    preparation = models.ForeignKey(Preparation, on_delete=models.PROTECT, related_name="orders")
+    # Frozen at placement: later catalog edits don't change what the customer was quoted.
+    duration_days = models.PositiveSmallIntegerField()
+    gpu_model = models.CharField(max_length=100)
+    gpus_per_lot = models.PositiveSmallIntegerField()
+    gpu_memory_gb = models.PositiveIntegerField(help_text="Per card.")
+    price_per_lot_usd = models.DecimalField(max_digits=12, decimal_places=2)
+    total_usd = models.DecimalField(max_digits=14, decimal_places=2)
+
+    first_name = models.CharField(max_length=100)
+    last_name = models.CharField(max_length=150)
+    email = models.EmailField()
+    ssh_public_key = models.TextField()
+    ssh_key_fingerprint = models.CharField(max_length=100)
+    hypothesis_kind = models.CharField(max_length=20, choices=HypothesisKind.choices, blank=True)
+    hypothesis_text = models.TextField(blank=True)
+    language = models.CharField(max_length=8, choices=settings.LANGUAGES, default="en")
+    terms_accepted_at = models.DateTimeField()
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "created_at"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(lots__gte=1), name="order_lots_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.reference
+
+    @property
+    def total_gpus(self) -> int:
+        return self.lots * self.gpus_per_lot
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.first_name} {self.last_name}"
+
+
+class OrderEvent(models.Model):
+    """One row per change of an order's status (who, when, from, to, why)."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now)
+    from_status = models.CharField(max_length=24, choices=OrderStatus.choices, blank=True)
+    to_status = models.CharField(max_length=24, choices=OrderStatus.choices)
+    actor = models.CharField(max_length=150, help_text="customer, system, or the staff user's name")
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.order_id}: {self.from_status or '-'} -> {self.to_status}"
+
+
+class Reservation(models.Model):
+    """A node (one lot) held for an order; held until `expires_at`, or until released when null."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="reservations")
+    node = models.ForeignKey("provisioning.Node", on_delete=models.PROTECT, related_name="reservations")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    release_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            # The database refuses a second live hold on a node, whatever the application does.
+            models.UniqueConstraint(
+                fields=["node"], condition=Q(released_at__isnull=True), name="one_live_reservation_per_node"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} for {self.order_id}"
+
+
+def order_total_usd(*, lots: int, price_per_lot_usd: Decimal) -> Decimal:
+    return (price_per_lot_usd * lots).quantize(Decimal("0.01"))

@@ -1,0 +1,129 @@
+"""Turning what a customer typed (form or API) into an OrderRequest, with one message per bad field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from payments.models import Asset, Network
+from payments.networks import networks_offered
+from shop.capacity import lots_available
+from shop.models import Duration, HypothesisKind, Preparation
+from shop.orders import OrderInputError, OrderRequest
+from shop.sshkeys import SshKeyError, SshPublicKey, parse_ssh_public_key
+
+MAX_LOTS_PER_ORDER = 64
+
+
+class OrderInputErrors(Exception):
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+
+
+def check_lots(lots: int) -> int:
+    if lots < 1:
+        raise OrderInputError("lots", _("Order at least one lot."))
+    available = lots_available(timezone.now())
+    if lots > available:
+        raise OrderInputError("lots", only_available_message(available))
+    return lots
+
+
+def only_available_message(available: int) -> str:
+    if available == 0:
+        return _("Sold out: no lot is available right now.")
+    return ngettext(
+        "Only %(count)s lot is available right now.", "Only %(count)s lots are available right now.", available
+    ) % {"count": available}
+
+
+def resolve_duration(days: int) -> Duration:
+    duration = Duration.objects.filter(days=days, active=True).first()
+    if duration is None:
+        offered = ", ".join(str(d) for d in Duration.objects.filter(active=True).values_list("days", flat=True))
+        raise OrderInputError("duration_days", _("Choose a duration of %(days)s days.") % {"days": offered})
+    return duration
+
+
+def resolve_preparation(slug: str) -> Preparation:
+    preparation = Preparation.objects.filter(slug=slug, active=True).first()
+    if preparation is None:
+        raise OrderInputError("preparation", _("Choose one of the listed preparations."))
+    return preparation
+
+
+def resolve_network(network_slug: str) -> Network:
+    networks = {network.slug: network for network in networks_offered()}
+    network = networks.get(network_slug)
+    if network is None:
+        raise OrderInputError(
+            "network", _("This network is not offered: choose one of %(list)s.") % {"list": ", ".join(networks)}
+        )
+    return network
+
+
+def resolve_asset(network_slug: str, symbol: str) -> Asset:
+    network = resolve_network(network_slug)
+    for asset in network.offered_assets:
+        if asset.symbol.upper() == (symbol or "").upper():
+            asset.network = network
+            return asset
+    symbols = ", ".join(asset.symbol for asset in network.offered_assets)
+    raise OrderInputError(
+        "asset",
+        _("%(symbol)s is not accepted on %(network)s: choose one of %(list)s.")
+        % {"symbol": symbol, "network": network.name, "list": symbols},
+    )
+
+
+def parse_key(text: str) -> SshPublicKey:
+    try:
+        return parse_ssh_public_key(text)
+    except SshKeyError as exc:
+        raise OrderInputError("ssh_public_key", str(exc)) from None
+
+
+def check_hypothesis_kind(kind: str) -> str:
+    if kind and kind not in HypothesisKind.values:
+        raise OrderInputError("hypothesis_kind", _("Choose one of the listed hypotheses."))
+    return kind
+
+
+def build_order_request(data: dict[str, Any], *, language: str) -> OrderRequest:
+    """Every field checked, every problem reported at once (OrderInputErrors), or a request to place."""
+    errors: dict[str, list[str]] = {}
+    resolved: dict[str, Any] = {}
+
+    def attempt(field: str, check, *args) -> None:
+        try:
+            resolved[field] = check(*args)
+        except OrderInputError as exc:
+            errors.setdefault(exc.field, []).append(exc.message)
+
+    attempt("lots", check_lots, data["lots"])
+    attempt("duration", resolve_duration, data["duration_days"])
+    attempt("preparation", resolve_preparation, data["preparation"])
+    attempt("asset", resolve_asset, data["network"], data["asset"])
+    attempt("key", parse_key, data["ssh_public_key"])
+    attempt("hypothesis_kind", check_hypothesis_kind, data.get("hypothesis_kind", ""))
+    if errors:
+        raise OrderInputErrors(errors)
+    key: SshPublicKey = resolved["key"]
+    return OrderRequest(
+        lots=resolved["lots"],
+        duration=resolved["duration"],
+        preparation=resolved["preparation"],
+        first_name=data["first_name"].strip(),
+        last_name=data["last_name"].strip(),
+        email=data["email"].strip(),
+        ssh_public_key=key.line,
+        ssh_key_fingerprint=key.fingerprint,
+        asset=resolved["asset"],
+        language=language[:2] if language else "en",
+        hypothesis_kind=resolved["hypothesis_kind"],
+        hypothesis_text=(data.get("hypothesis") or "").strip(),
+    )

@@ -1,0 +1,65 @@
+"""One read of an order for the customer: the API body and the status page share it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from payments.quotes import eip681_uri, format_units
+from shop.models import Order
+from shop.orders import order_status_path
+
+
+def payment_representation(order: Order) -> dict[str, Any]:
+    payment = order.payment
+    asset = payment.asset
+    return {
+        "network": asset.network.slug,
+        "network_name": asset.network.name,
+        "chain_id": payment.chain_id,
+        "asset": asset.symbol,
+        "contract": payment.contract,
+        "decimals": payment.decimals,
+        "address": payment.address,
+        "amount": format_units(payment.amount_base_units, payment.decimals),
+        "amount_base_units": str(int(payment.amount_base_units)),
+        "amount_usd": str(payment.amount_usd),
+        "usd_rate": str(payment.usd_rate.normalize()),
+        "expires_at": payment.expires_at,
+        "uri": eip681_uri(
+            contract=payment.contract,
+            chain_id=payment.chain_id,
+            address=payment.address,
+            base_units=int(payment.amount_base_units),
+        ),
+        "status": payment.status,
+        "status_label": payment.get_status_display(),
+        "received_base_units": str(int(payment.received_base_units)),
+        "confirmations": payment.confirmations,
+        "confirmations_required": asset.network.confirmations_required,
+        "tx_hashes": [],  # filled by on-chain verification (credits)
+    }
+
+
+def order_representation(order: Order, *, token: str, request: HttpRequest) -> dict[str, Any]:
+    return {
+        "reference": order.reference,
+        "access_token": token,
+        "status_url": request.build_absolute_uri(order_status_path(order)),
+        "status": order.status,
+        "status_label": order.get_status_display(),
+        "lots": order.lots,
+        "total_gpus": order.total_gpus,
+        "gpu_model": order.gpu_model,
+        "gpu_memory_gb_per_card": order.gpu_memory_gb,
+        "duration_days": order.duration_days,
+        "preparation": order.preparation.slug,
+        "total_usd": str(order.total_usd),
+        "hypothesis_kind": order.hypothesis_kind,
+        "hypothesis": order.hypothesis_text,
+        "created_at": order.created_at,
+        "payment": payment_representation(order),
+        "access": None,  # once the order is active (provisioning)
+        "manifest_url": None,
+    }

@@ -1,0 +1,237 @@
+"""The order life cycle: placing an order, the status table, and the one transition function."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+from django.utils.translation import gettext as _
+
+from payments.checkout import PreparedQuote, payment_deadline, payment_request_open, quote_prepare
+from payments.models import Asset
+from payments.quotes import QuoteError
+from shop import capacity
+from shop.models import Duration, LotSpec, Order, OrderEvent, OrderStatus, Preparation, order_total_usd
+
+log = logging.getLogger(__name__)
+S = OrderStatus
+
+# Allowed next statuses. Every change of status goes through order_transition, which checks this.
+ORDER_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.AWAITING_PAYMENT: frozenset({S.PAYMENT_REPORTED, S.PAID, S.NEEDS_REVIEW, S.EXPIRED, S.CANCELLED}),
+    S.PAYMENT_REPORTED: frozenset({S.AWAITING_PAYMENT, S.PAID, S.NEEDS_REVIEW, S.EXPIRED, S.CANCELLED}),
+    # A reorg can take a confirmed payment away again.
+    S.PAID: frozenset({S.AWAITING_PAYMENT, S.NEEDS_REVIEW, S.PREPARING, S.CANCELLED}),
+    S.NEEDS_REVIEW: frozenset({S.AWAITING_PAYMENT, S.PAID, S.CANCELLED}),
+    # A payment that arrives after the window goes to a reviewer, never silently dropped.
+    S.EXPIRED: frozenset({S.NEEDS_REVIEW, S.CANCELLED}),
+    S.CANCELLED: frozenset(),
+    S.PREPARING: frozenset({S.ACTIVE, S.PREPARATION_FAILED}),
+    S.PREPARATION_FAILED: frozenset({S.PREPARING, S.CANCELLED}),
+    S.ACTIVE: frozenset({S.ENDED}),
+    S.ENDED: frozenset(),
+}
+
+# Orders whose lots are held only until their payment window ends.
+UNPAID_STATUSES = (S.AWAITING_PAYMENT, S.PAYMENT_REPORTED)
+
+TOKEN_SALT = "shop.order.access"  # noqa: S105 - an HMAC domain separator, not a secret
+REFERENCE_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZ"  # no 0/O, 1/I: read aloud and typed safely
+
+
+class TransitionNotAllowed(Exception):
+    pass
+
+
+class OrderInputError(Exception):
+    """A problem with one field of the order, with a message for the customer."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def order_transition(*, order: Order, to: str, actor: str, reason: str = "", now: dt.datetime | None = None) -> None:
+    """Validate, save with update_fields, and record who/when/from/to/why. Caller holds the row lock."""
+    if to not in ORDER_TRANSITIONS[order.status]:
+        raise TransitionNotAllowed(f"order {order.reference}: {order.status} -> {to} is not allowed")
+    now = now or timezone.now()
+    from_status = order.status
+    order.status = to
+    order.updated_at = now
+    order.save(update_fields=["status", "updated_at"])
+    OrderEvent.objects.create(
+        order=order, created_at=now, from_status=from_status, to_status=to, actor=actor, reason=reason
+    )
+
+
+def order_access_token(order: Order) -> str:
+    return salted_hmac(TOKEN_SALT, f"{order.reference}:{order.access_nonce}", algorithm="sha256").hexdigest()
+
+
+def order_for_token(*, reference: str, token: str | None) -> Order | None:
+    """The order if the token opens it; None for a wrong reference or token alike (no oracle)."""
+    order = Order.objects.filter(reference=str(reference).upper()).first()
+    if order is None or not token:
+        return None
+    if not hmac.compare_digest(order_access_token(order).encode(), str(token).encode()):
+        return None
+    return order
+
+
+def order_status_path(order: Order) -> str:
+    return reverse("shop:order_status", kwargs={"reference": order.reference, "token": order_access_token(order)})
+
+
+def new_reference() -> str:
+    chars = "".join(secrets.choice(REFERENCE_ALPHABET) for _ in range(8))
+    return f"B2-{chars[:4]}-{chars[4:]}"
+
+
+@dataclass(frozen=True)
+class OrderRequest:
+    """What a customer asks for, already parsed by a form or serializer."""
+
+    lots: int
+    duration: Duration
+    preparation: Preparation
+    first_name: str
+    last_name: str
+    email: str
+    ssh_public_key: str
+    ssh_key_fingerprint: str
+    asset: Asset
+    language: str
+    hypothesis_kind: str = ""
+    hypothesis_text: str = ""
+
+
+@dataclass(frozen=True)
+class PlacedOrder:
+    order: Order
+    access_token: str
+
+
+def order_quote(*, request: OrderRequest) -> PreparedQuote:
+    total = order_total_usd(lots=request.lots, price_per_lot_usd=request.duration.price_per_lot_usd)
+    try:
+        return quote_prepare(asset=request.asset, amount_usd=total)
+    except QuoteError as exc:
+        raise OrderInputError("asset", str(exc)) from None
+
+
+def order_create(*, request: OrderRequest, now: dt.datetime | None = None) -> PlacedOrder:
+    """Place an order: hold its lots, open its payment request, record the event, send the email.
+
+    All or nothing: a sold-out or failing step leaves no order, reservation or address behind.
+    """
+    quote = order_quote(request=request)  # network I/O, before any lock is taken
+    now = now or timezone.now()
+    for _attempt in range(3):  # a clash of random references is astronomically rare; retry it anyway
+        try:
+            with transaction.atomic():
+                order = _order_create_locked(request=request, quote=quote, now=now)
+        except IntegrityError as exc:
+            if "reference" in str(exc) or "access_nonce" in str(exc):
+                continue
+            raise
+        break
+    else:  # pragma: no cover - three reference clashes in a row
+        raise RuntimeError("could not allocate an order reference")
+
+    from shop.tasks import order_email_received_task  # the task module imports this one
+
+    # robust: a broker outage is logged, it never turns a placed order into an error page.
+    transaction.on_commit(lambda: order_email_received_task.delay(order.pk), robust=True)
+    log.info("order %s placed: %s lots, %s USD", order.reference, order.lots, order.total_usd)
+    return PlacedOrder(order=order, access_token=order_access_token(order))
+
+
+def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt.datetime) -> Order:
+    capacity.lock_sellable_nodes()
+    _expire_overdue_locked(now=now)
+    lot = LotSpec.current()
+    order = Order.objects.create(
+        reference=new_reference(),
+        access_nonce=secrets.token_hex(16),
+        status=S.AWAITING_PAYMENT,
+        lots=request.lots,
+        duration=request.duration,
+        preparation=request.preparation,
+        duration_days=request.duration.days,
+        gpu_model=lot.gpu_model,
+        gpus_per_lot=lot.gpus_per_lot,
+        gpu_memory_gb=lot.gpu_memory_gb,
+        price_per_lot_usd=request.duration.price_per_lot_usd,
+        total_usd=quote.amount_usd,
+        first_name=request.first_name,
+        last_name=request.last_name,
+        email=request.email,
+        ssh_public_key=request.ssh_public_key,
+        ssh_key_fingerprint=request.ssh_key_fingerprint,
+        hypothesis_kind=request.hypothesis_kind,
+        hypothesis_text=request.hypothesis_text,
+        language=request.language,
+        terms_accepted_at=now,
+        created_at=now,
+    )
+    OrderEvent.objects.create(
+        order=order, created_at=now, to_status=S.AWAITING_PAYMENT, actor="customer", reason="order placed"
+    )
+    try:
+        capacity.reserve_lots(order=order, lots=request.lots, expires_at=payment_deadline(now), now=now)
+    except capacity.SoldOut as exc:
+        from shop.order_input import only_available_message  # order_input imports this module
+
+        raise OrderInputError("lots", only_available_message(exc.available)) from None
+    payment_request_open(order=order, quote=quote, now=now)
+    return order
+
+
+def _expire_overdue_locked(*, now: dt.datetime) -> int:
+    """Expire unpaid orders whose window ended and release their lots. Caller holds the node locks."""
+    overdue = (
+        Order.objects.select_for_update()
+        .filter(status__in=UNPAID_STATUSES, reservations__released_at__isnull=True, reservations__expires_at__lte=now)
+        .distinct()
+        .order_by("pk")
+    )
+    count = 0
+    for order in overdue:
+        order_transition(order=order, to=S.EXPIRED, actor="system", reason="payment window ended", now=now)
+        capacity.release_lots(order=order, now=now, reason="payment window ended")
+        count += 1
+    return count
+
+
+def orders_expire_overdue(*, now: dt.datetime | None = None) -> int:
+    """One pass of the beat task: expire overdue unpaid orders, in the lock order."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        capacity.lock_sellable_nodes()
+        return _expire_overdue_locked(now=now)
+
+
+def order_cancel(*, order_id: int, actor: str, reason: str) -> Order:
+    if not reason.strip():
+        raise OrderInputError("reason", _("Say why the order is cancelled."))
+    now = timezone.now()
+    with transaction.atomic():
+        capacity.lock_sellable_nodes()
+        order = Order.objects.select_for_update().get(pk=order_id)
+        order_transition(order=order, to=S.CANCELLED, actor=actor, reason=reason, now=now)
+        capacity.release_lots(order=order, now=now, reason=f"cancelled: {reason}")
+    return order
+
+
+def order_total_for(*, lots: int, duration: Duration) -> Decimal:
+    return order_total_usd(lots=lots, price_per_lot_usd=duration.price_per_lot_usd)

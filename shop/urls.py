@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from shop import views
+
+app_name = "shop"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("order/", views.order_configure, name="order_configure"),
+    path("order/contact/", views.order_contact, name="order_contact"),
+    path("order/payment/", views.order_payment, name="order_payment"),
+    path("order/review/", views.order_review, name="order_review"),
+    path("o/<str:reference>/<str:token>/", views.order_status, name="order_status"),
+]

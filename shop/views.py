@@ -1,0 +1,213 @@
+"""Server-rendered pages: home with the advice, the four-step order wizard, the order's status page.
+
+The wizard keeps its answers in the session; nothing is stored or reserved until "Place order".
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import segno
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import get_language
+from django.views.decorators.http import require_http_methods
+
+from payments.networks import networks_offered
+from shop.catalog import catalog_current
+from shop.forms import ConfigureForm, ContactForm, PaymentForm
+from shop.models import Duration, LotSpec, Preparation, order_total_usd
+from shop.order_input import OrderInputErrors, build_order_request
+from shop.order_view import order_representation
+from shop.orders import OrderInputError, order_create, order_for_token, order_status_path
+
+WIZARD_KEY = "order_wizard"
+STEPS = ["configure", "contact", "payment", "review"]
+# Which step a field belongs to, to send the customer back to the right place.
+FIELD_STEPS = {
+    "lots": "configure",
+    "duration_days": "configure",
+    "preparation": "configure",
+    "first_name": "contact",
+    "last_name": "contact",
+    "email": "contact",
+    "ssh_public_key": "contact",
+    "hypothesis_kind": "contact",
+    "hypothesis": "contact",
+    "network": "payment",
+    "asset": "payment",
+    "payment_option": "payment",
+}
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return render(request, "shop/home.html", {"catalog": catalog_current()})
+
+
+def _wizard(request: HttpRequest) -> dict[str, Any]:
+    return request.session.get(WIZARD_KEY, {})
+
+
+def _save_wizard(request: HttpRequest, data: dict[str, Any]) -> None:
+    request.session[WIZARD_KEY] = {**_wizard(request), **data}
+
+
+def _first_missing_step(wizard: dict[str, Any]) -> str | None:
+    if "lots" not in wizard:
+        return "configure"
+    if "email" not in wizard:
+        return "contact"
+    if "network" not in wizard:
+        return "payment"
+    return None
+
+
+def order_summary(wizard: dict[str, Any]) -> dict[str, Any] | None:
+    """The live summary: cards = 2 x lots, memory per card, price, time window."""
+    lot = LotSpec.current()
+    duration = Duration.objects.filter(days=wizard.get("duration_days"), active=True).first()
+    lots = wizard.get("lots")
+    if duration is None or not isinstance(lots, int) or lots < 1:
+        return None
+    preparation = Preparation.objects.filter(slug=wizard.get("preparation")).first()
+    return {
+        "lot": lot,
+        "lots": lots,
+        "total_gpus": lots * lot.gpus_per_lot,
+        "duration": duration,
+        "preparation": preparation,
+        "price_per_lot_usd": duration.price_per_lot_usd,
+        "total_usd": order_total_usd(lots=lots, price_per_lot_usd=duration.price_per_lot_usd),
+        "gpu_hours": lots * lot.gpus_per_lot * duration.days * 24,
+    }
+
+
+def _step_context(request: HttpRequest, step: str, form, **extra) -> dict[str, Any]:
+    wizard = _wizard(request)
+    return {
+        "form": form,
+        "step": step,
+        "steps": STEPS,
+        "step_number": STEPS.index(step) + 1,
+        "summary": order_summary(wizard),
+        "wizard": wizard,
+        **extra,
+    }
+
+
+@require_http_methods(["GET", "POST"])
+def order_configure(request: HttpRequest) -> HttpResponse:
+    catalog = catalog_current()
+    kwargs = {"durations": catalog.durations, "preparations": catalog.preparations}
+    wizard = _wizard(request)
+    if request.method == "POST":
+        form = ConfigureForm(request.POST, **kwargs)
+        if form.is_valid():
+            _save_wizard(request, form.cleaned_data)
+            if "refresh" in request.POST:  # "Update summary" without JavaScript
+                return redirect("shop:order_configure")
+            return redirect("shop:order_contact")
+    else:
+        initial = {
+            "lots": _initial_lots(request, wizard),
+            "duration_days": wizard.get("duration_days", catalog.durations[0].days if catalog.durations else None),
+            "preparation": wizard.get("preparation", catalog.preparations[0].slug if catalog.preparations else None),
+        }
+        form = ConfigureForm(initial=initial, **kwargs)
+        _save_wizard(request, {k: v for k, v in initial.items() if v is not None and k not in wizard})
+    return render(request, "shop/order_configure.html", _step_context(request, "configure", form, catalog=catalog))
+
+
+def _initial_lots(request: HttpRequest, wizard: dict[str, Any]) -> int:
+    """`?lots=N` prefills (the fit advisor links here); otherwise what was chosen before, or 1."""
+    try:
+        return max(1, int(request.GET["lots"]))
+    except (KeyError, ValueError):
+        return wizard.get("lots", 1)
+
+
+@require_http_methods(["GET", "POST"])
+def order_contact(request: HttpRequest) -> HttpResponse:
+    wizard = _wizard(request)
+    if "lots" not in wizard:
+        return redirect("shop:order_configure")
+    if request.method == "POST":
+        form = ContactForm(request.POST)
+        if form.is_valid():
+            _save_wizard(request, {k: v for k, v in form.cleaned_data.items() if k != "terms"})
+            return redirect("shop:order_payment")
+    else:
+        form = ContactForm(initial=wizard)
+    return render(request, "shop/order_contact.html", _step_context(request, "contact", form))
+
+
+@require_http_methods(["GET", "POST"])
+def order_payment(request: HttpRequest) -> HttpResponse:
+    wizard = _wizard(request)
+    missing = _first_missing_step(wizard)
+    if missing in ("configure", "contact"):
+        return redirect(f"shop:order_{missing}")
+    networks = networks_offered()
+    if request.method == "POST":
+        form = PaymentForm(request.POST, networks=networks)
+        if form.is_valid():
+            network, _sep, symbol = form.cleaned_data["payment_option"].partition(":")
+            _save_wizard(request, {"network": network, "asset": symbol})
+            return redirect("shop:order_review")
+    else:
+        current = f"{wizard['network']}:{wizard['asset']}" if "network" in wizard else None
+        form = PaymentForm(initial={"payment_option": current}, networks=networks)
+    return render(request, "shop/order_payment.html", _step_context(request, "payment", form, networks=networks))
+
+
+@require_http_methods(["GET", "POST"])
+def order_review(request: HttpRequest) -> HttpResponse:
+    wizard = _wizard(request)
+    missing = _first_missing_step(wizard)
+    if missing:
+        return redirect(f"shop:order_{missing}")
+    errors: dict[str, list[str]] = {}
+    if request.method == "POST":
+        try:
+            placed = order_create(request=build_order_request(wizard, language=get_language()))
+        except OrderInputErrors as exc:
+            errors = exc.errors
+        except OrderInputError as exc:
+            errors = {exc.field: [exc.message]}
+        else:
+            request.session.pop(WIZARD_KEY, None)
+            return redirect(order_status_path(placed.order))
+    error_steps = sorted({FIELD_STEPS.get(field, "configure") for field in errors}, key=STEPS.index)
+    context = _step_context(
+        request, "review", None, errors=errors, error_steps=error_steps, hypothesis_label=_hypothesis_label(wizard)
+    )
+    return render(request, "shop/order_review.html", context, status=400 if errors else 200)
+
+
+def _hypothesis_label(wizard: dict[str, Any]) -> str:
+    from shop.models import HypothesisKind
+
+    kind = wizard.get("hypothesis_kind")
+    return HypothesisKind(kind).label if kind in HypothesisKind.values else ""
+
+
+def order_status(request: HttpRequest, reference: str, token: str) -> HttpResponse:
+    """The secret link: the order and its payment request. A wrong token is a plain 404."""
+    order = order_for_token(reference=reference, token=token)
+    if order is None:
+        raise Http404
+    view = order_representation(order, token=token, request=request)
+    qr_svg = segno.make(view["payment"]["uri"], error="m").svg_inline(scale=4, dark="#111", light="#fff")
+    return render(
+        request,
+        "shop/order_status.html",
+        {
+            "order": order,
+            "view": view,
+            "payment": view["payment"],
+            "qr_svg": qr_svg,
+            "status_url": view["status_url"],
+            "total_usd": Decimal(view["total_usd"]),
+        },
+    )

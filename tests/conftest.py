@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from tests.servers import Anvil, database_is_postgres, server_missing
+
+
+@pytest.fixture(scope="session")
+def anvil():
+    """One real anvil for the session, registered as the `local` network's RPC."""
+    node = Anvil()
+    previous = os.environ.get("CHAIN_RPC_URLS_LOCAL")
+    os.environ["CHAIN_RPC_URLS_LOCAL"] = node.url
+    yield node
+    node.stop()
+    if previous is None:
+        os.environ.pop("CHAIN_RPC_URLS_LOCAL", None)
+    else:
+        os.environ["CHAIN_RPC_URLS_LOCAL"] = previous
+
+
+@pytest.fixture
+def require_postgres(db):
+    if not database_is_postgres():
+        server_missing("PostgreSQL (set DATABASE_URL=postgres://...)")
+
+
+@pytest.fixture
+def make_node(db):
+    from provisioning.models import Node
+
+    counter = iter(range(1, 10_000))
+
+    def make(**fields):
+        number = next(counter)
+        return Node.objects.create(**{"name": f"node-{number}", "driver": "local", "host": "127.0.0.1", **fields})
+
+    return make
+
+
+@pytest.fixture
+def ssh_public_key() -> str:
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    line = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return f"{line} researcher@lab"
+
+
+@pytest.fixture
+def order_payload(ssh_public_key):
+    """A valid API body for one lot, 7 days, paid in ETH on the local chain."""
+    return {
+        "lots": 1,
+        "duration_days": 7,
+        "preparation": "pytorch-blackwell",
+        "first_name": "Ada",
+        "last_name": "Lovelace Byron",
+        "email": "ada@example.org",
+        "ssh_public_key": ssh_public_key,
+        "network": "local",
+        "asset": "ETH",
+        "hypothesis_kind": "bigger_batch",
+        "hypothesis": "A global batch of 2048 fits when sharded.",
+    }
