@@ -109,6 +109,7 @@ EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(BASE_DIR / ".run" / "emails"))  # filebased backend only
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "B200 Pairs <orders@localhost>")
 # Absolute links in emails (the order's secret status link).
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
