@@ -8,7 +8,8 @@ from config.settings.base import *  # noqa: F403
 from config.settings.base import DATABASES
 
 # One test database per pytest process, so two runs on one server never drop each other's database.
-DATABASES["default"]["TEST"] = {"NAME": os.environ.get("TEST_DATABASE_NAME", f"test_shop_{os.getpid()}")}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":  # SQLite tests use memory anyway
+    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("TEST_DATABASE_NAME", f"test_shop_{os.getpid()}")}
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
