@@ -22,8 +22,8 @@ node_modules/.deps: package.json package-lock.json
 	touch $@
 
 # Compiled translations are build output: made from locale/*/LC_MESSAGES/django.po.
-messages: | $(BIN)/python
-	$(BIN)/python manage.py compilemessages --ignore=.venv --ignore=node_modules -v0
+messages: $(VENV)/.run-deps
+	cd locale && ../$(BIN)/python ../manage.py compilemessages -v0
 
 run: $(VENV)/.run-deps node_modules/.deps messages
 	$(BIN)/python scripts/devstack.py
