@@ -1,9 +1,15 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.html import format_html
 
-from payments.models import Asset, Network, Rate
+from payments.models import Asset, Credit, Network, Notice, PaymentEvent, PaymentRequest, Rate
 from payments.networks import rpc_env_name, rpc_urls
+from payments.review import Decision, ReviewError, payment_review_decide
 
 
 class AssetInline(admin.TabularInline):
@@ -14,16 +20,150 @@ class AssetInline(admin.TabularInline):
 
 @admin.register(Network)
 class NetworkAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "chain_id", "confirmations_required", "enabled", "rpc_configured"]
+    list_display = ["name", "slug", "chain_id", "confirmations_required", "enabled", "verifier"]
     list_editable = ["enabled"]
+    readonly_fields = ["rpc_ok", "rpc_checked_at", "rpc_error", "head_block", "scan_lease_until"]
     inlines = [AssetInline]
 
-    @admin.display(description="RPC configured")
-    def rpc_configured(self, network: Network) -> str:
-        return "yes" if rpc_urls(network) else f"no (set {rpc_env_name(network.slug)})"
+    @admin.display(description="verifier (offered at checkout?)")
+    def verifier(self, network: Network) -> str:
+        if not rpc_urls(network):
+            return f"not offered: set {rpc_env_name(network.slug)}"
+        if network.rpc_ok is False:
+            return f"DOWN, not offered: {network.rpc_error}"
+        if network.rpc_ok is None:
+            return "not checked yet"
+        return f"ok at block {network.head_block}"
 
 
 @admin.register(Rate)
 class RateAdmin(admin.ModelAdmin):
     list_display = ["asset", "usd_per_unit", "as_of", "source"]
     list_filter = ["asset"]
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class CreditInline(ReadOnlyInline):
+    model = Credit
+    fields = [
+        "transaction",
+        "network",
+        "asset",
+        "kind",
+        "amount_base_units",
+        "sender",
+        "block_number",
+        "block_hash",
+        "block_timestamp",
+        "confirmations",
+        "final",
+        "removed_at",
+        "removed_reason",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="transaction (explorer)")
+    def transaction(self, credit: Credit) -> str:
+        template = credit.network.explorer_tx_url
+        label = f"{credit.tx_hash}:{credit.log_index}"
+        if not template:
+            return label
+        return format_html('<a href="{}" rel="noopener noreferrer">{}</a>', template.format(tx=credit.tx_hash), label)
+
+
+class NoticeInline(ReadOnlyInline):
+    model = Notice
+    fields = ["created_at", "tx_hash", "language", "checked_at", "result"]
+    readonly_fields = fields
+
+
+class PaymentEventInline(ReadOnlyInline):
+    model = PaymentEvent
+    fields = ["created_at", "from_status", "to_status", "actor", "reason"]
+    readonly_fields = fields
+
+
+class DecisionForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Kept in the payment's events.")
+
+
+@admin.register(PaymentRequest)
+class PaymentRequestAdmin(admin.ModelAdmin):
+    list_display = [
+        "order",
+        "status",
+        "asset",
+        "amount_base_units",
+        "received_base_units",
+        "confirmations",
+        "refund_due_base_units",
+        "expires_at",
+    ]
+    list_filter = ["status", "asset__network"]
+    search_fields = ["order__reference", "address", "credits__tx_hash"]
+    list_select_related = ["order", "asset__network"]
+    inlines = [CreditInline, NoticeInline, PaymentEventInline]
+    actions = ["accept", "reject", "mark_for_refund"]
+    exclude = ["key_fingerprint"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return [field.name for field in PaymentRequest._meta.fields if field.name != "key_fingerprint"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("payments.review_payment")
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet, decision: str, title: str) -> HttpResponse | None:
+        form = DecisionForm(request.POST if "reason" in request.POST else None)
+        if not form.is_valid():
+            # The intermediate page: every decision needs a reason.
+            context = {
+                **self.admin_site.each_context(request),
+                "title": title,
+                "form": form,
+                "payments": queryset,
+                "action": request.POST["action"],
+                "opts": self.model._meta,
+                "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+            }
+            return render(request, "payments/admin_decision.html", context)
+        for payment in queryset:
+            try:
+                payment_review_decide(
+                    payment_id=payment.pk,
+                    decision=decision,
+                    reason=form.cleaned_data["reason"],
+                    reviewer=request.user.get_username(),
+                )
+            except ReviewError as exc:
+                self.message_user(request, f"{payment.order}: {exc}", messages.WARNING)
+            else:
+                self.message_user(request, f"{payment.order}: {title.lower()} recorded")
+        return None
+
+    @admin.action(description="Accept the payment (the order is paid)", permissions=["review"])
+    def accept(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        return self._decide(request, queryset, Decision.ACCEPT, "Accept payment")
+
+    @admin.action(description="Reject the payment (the order is cancelled, funds to refund)", permissions=["review"])
+    def reject(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        return self._decide(request, queryset, Decision.REJECT, "Reject payment")
+
+    @admin.action(description="Mark for refund", permissions=["review"])
+    def mark_for_refund(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        return self._decide(request, queryset, Decision.REFUND, "Mark for refund")

@@ -86,6 +86,7 @@ def payment_request_open(*, order: Order, quote: PreparedQuote, now: dt.datetime
         rate_as_of=quote.rate.as_of,
         amount_base_units=quote.amount_base_units,
         expires_at=payment_deadline(now),
+        watch_until=payment_deadline(now) + dt.timedelta(days=settings.PAYMENT_WATCH_DAYS),
         start_block=quote.start_block,
         created_at=now,
     )

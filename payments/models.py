@@ -10,8 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-# Integers in base units (wei, token units) go up to 2**256: a 78-digit decimal with no fraction.
-BASE_UNITS = {"max_digits": 78, "decimal_places": 0}
+from payments.fields import BaseUnitsField, format_units
 
 address_validator = RegexValidator(r"^0x[0-9a-fA-F]{40}$", "An EVM address is 0x followed by 40 hex digits.")
 
@@ -27,6 +26,19 @@ class Network(models.Model):
     is_development = models.BooleanField(default=False, help_text="A local chain for development and demos.")
     enabled = models.BooleanField(default=True)
     position = models.PositiveSmallIntegerField(default=0)
+    # Verification policy, as data.
+    use_safe_tag = models.BooleanField(default=True, help_text="A block at or below the `safe` tag is final.")
+    max_head_age_seconds = models.PositiveIntegerField(
+        default=180, help_text="A head older than this counts as down (0: no check, for a chain idle between txs)."
+    )
+    max_block_range = models.PositiveIntegerField(default=1000, help_text="Blocks per eth_getLogs call.")
+    # The verifier's health, written by each scan pass; a network known to be down is not offered.
+    rpc_ok = models.BooleanField(null=True, blank=True, help_text="Unknown until the first scan pass.")
+    rpc_checked_at = models.DateTimeField(null=True, blank=True)
+    rpc_error = models.CharField(max_length=300, blank=True)
+    head_block = models.PositiveBigIntegerField(null=True, blank=True)
+    # A claim on the network's scan, so that two workers never scan it at once.
+    scan_lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["position", "name"]
@@ -86,7 +98,7 @@ class PaymentStatus(models.TextChoices):
     UNDERPAID = "underpaid", _("Underpaid")  # less than the quote arrived; top-up completes it
     OVERPAID = "overpaid", _("Overpaid")  # more arrived; the excess awaits a refund decision
     LATE = "late", _("Paid after the deadline")  # arrived after the window; a reviewer decides
-    WRONG_NETWORK = "wrong_network", _("Sent on another network")  # same address, other chain
+    WRONG_NETWORK = "wrong_network", _("Sent on another network or token")  # same address, other chain/token
     REJECTED = "rejected", _("Rejected")  # a reviewer refused it
 
 
@@ -115,17 +127,26 @@ class PaymentRequest(models.Model):
     amount_usd = models.DecimalField(max_digits=14, decimal_places=2)
     usd_rate = models.DecimalField(max_digits=24, decimal_places=8)
     rate_as_of = models.DateTimeField(null=True, blank=True)
-    amount_base_units = models.DecimalField(**BASE_UNITS)
+    amount_base_units = BaseUnitsField()
     expires_at = models.DateTimeField()
     start_block = models.PositiveBigIntegerField(help_text="Only transfers from this block on count.")
 
+    # The address stays watched long after the quote's window: late money reaches a reviewer.
+    watch_until = models.DateTimeField(null=True, blank=True)
+
     status = models.CharField(max_length=16, choices=PaymentStatus.choices, default=PaymentStatus.PENDING)
-    received_base_units = models.DecimalField(**BASE_UNITS, default=0)
+    received_base_units = BaseUnitsField(default=0)
     confirmations = models.PositiveIntegerField(default=0)
+    refund_due_base_units = BaseUnitsField(default=0, help_text="What must be sent back.")
+    refund_decided_at = models.DateTimeField(null=True, blank=True)
+    # Set when a reviewer accepts or rejects: automatic settlement then only refreshes the figures.
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("review_payment", "Can settle payment exceptions (accept, reject, refund)")]
         constraints = [
             models.UniqueConstraint(fields=["key_fingerprint", "derivation_index"], name="one_address_per_index"),
             models.CheckConstraint(condition=Q(amount_base_units__gt=0), name="payment_amount_positive"),
@@ -134,7 +155,106 @@ class PaymentRequest(models.Model):
     def __str__(self) -> str:
         return f"{self.order_id}: {self.amount} {self.asset.symbol} to {self.address}"
 
+    def whole_units(self, base_units: Decimal) -> Decimal:
+        """Base units in whole units of the asset, exact, written without an exponent."""
+        return Decimal(format_units(base_units, self.decimals))
+
     @property
     def amount(self) -> Decimal:
-        """The amount in whole units, exact."""
-        return self.amount_base_units.scaleb(-self.decimals).normalize()
+        return self.whole_units(self.amount_base_units)
+
+    @property
+    def received(self) -> Decimal:
+        return self.whole_units(self.received_base_units)
+
+    @property
+    def missing(self) -> Decimal:
+        return self.whole_units(max(Decimal(0), self.amount_base_units - self.received_base_units))
+
+
+class PaymentEvent(models.Model):
+    """One row per change of a payment's status or a reviewer's decision (who, when, from, to, why)."""
+
+    payment = models.ForeignKey(PaymentRequest, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now)
+    from_status = models.CharField(max_length=16, choices=PaymentStatus.choices, blank=True)
+    to_status = models.CharField(max_length=16, choices=PaymentStatus.choices)
+    actor = models.CharField(max_length=150)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.payment_id}: {self.from_status or '-'} -> {self.to_status}"
+
+
+class Notice(models.Model):
+    """The customer's "I have paid": a request to look now, never proof of payment."""
+
+    payment = models.ForeignKey(PaymentRequest, on_delete=models.CASCADE, related_name="notices")
+    created_at = models.DateTimeField(default=timezone.now)
+    tx_hash = models.CharField(max_length=66, blank=True)
+    language = models.CharField(max_length=8, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    result = models.CharField(max_length=300, blank=True, help_text="What the check of the tx hash found.")
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"notice {self.pk} for {self.payment_id}"
+
+
+class CreditKind(models.TextChoices):
+    MATCH = "match", _("Matches the request")
+    LATE = "late", _("After the deadline")
+    WRONG_NETWORK = "wrong_network", _("On another network")
+    WRONG_ASSET = "wrong_asset", _("Another token or coin")
+
+
+class Credit(models.Model):
+    """One transfer to a deposit address, as the chain showed it. Kept when a reorg removes it."""
+
+    payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="credits")
+    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="credits")
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="credits")
+    chain_id = models.PositiveBigIntegerField()
+    tx_hash = models.CharField(max_length=66)
+    log_index = models.IntegerField(help_text="-1 for a native-coin transfer (no log).")
+    block_number = models.PositiveBigIntegerField()
+    block_hash = models.CharField(max_length=66)
+    block_timestamp = models.DateTimeField()
+    sender = models.CharField(max_length=42)
+    amount_base_units = BaseUnitsField()
+    kind = models.CharField(max_length=16, choices=CreditKind.choices)
+    confirmations = models.PositiveIntegerField(default=0)
+    final = models.BooleanField(default=False)
+    removed_at = models.DateTimeField(null=True, blank=True)
+    removed_reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["block_number", "log_index"]
+        constraints = [
+            # A transfer can never pay twice, nor pay two orders.
+            models.UniqueConstraint(fields=["chain_id", "tx_hash", "log_index"], name="one_credit_per_transfer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tx_hash}:{self.log_index} -> {self.payment_id}"
+
+    @property
+    def counted(self) -> bool:
+        return self.removed_at is None
+
+
+class ScanCursor(models.Model):
+    """Per network: the next block to scan. It only moves past blocks that were scanned."""
+
+    network = models.OneToOneField(Network, on_delete=models.CASCADE, related_name="scan_cursor")
+    next_block = models.PositiveBigIntegerField()
+    last_pass_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.network.slug}: next block {self.next_block}"

@@ -27,7 +27,7 @@ def rpc_urls(network: Network) -> list[str]:
 
 
 def rpc_client(network: Network) -> RpcClient:
-    return RpcClient(rpc_urls(network))
+    return RpcClient(rpc_urls(network), max_head_age=network.max_head_age_seconds)
 
 
 def priceable_assets(now: dt.datetime) -> QuerySet[Asset]:
@@ -41,7 +41,19 @@ def priceable_assets(now: dt.datetime) -> QuerySet[Asset]:
 def networks_offered() -> list[Network]:
     """Enabled networks with an RPC URL, each with its quotable assets prefetched as `offered_assets`."""
     assets = priceable_assets(timezone.now()).order_by("symbol")
-    networks = Network.objects.filter(enabled=True).prefetch_related(
-        Prefetch("assets", queryset=assets, to_attr="offered_assets")
+    networks = (
+        Network.objects.filter(enabled=True)
+        .exclude(rpc_ok=False)
+        .prefetch_related(Prefetch("assets", queryset=assets, to_attr="offered_assets"))
     )
     return [network for network in networks if rpc_urls(network) and network.offered_assets]
+
+
+def network_health_record(*, network: Network, ok: bool, error: str = "", head: int | None = None) -> None:
+    """What the last contact with the network's RPC showed; the admin and checkout read it."""
+    fields = {"rpc_ok": ok, "rpc_checked_at": timezone.now(), "rpc_error": error[:300]}
+    if head is not None:
+        fields["head_block"] = head
+    Network.objects.filter(pk=network.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(network, name, value)

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from payments.fields import format_units  # noqa: F401 - part of this module's interface
 from payments.models import Asset, Rate
 
 
@@ -49,14 +50,6 @@ def to_base_units(usd: Decimal, rate: UsdRate, decimals: int) -> int:
         ctx.prec = 100
         units = (usd / rate.usd_per_unit).scaleb(decimals)
         return int(units.to_integral_value(rounding=ROUND_CEILING))
-
-
-def format_units(base_units: int | Decimal, decimals: int) -> str:
-    """Base units as an exact decimal string in whole units: 1500000 with 6 decimals -> '1.5'."""
-    text = format(Decimal(int(base_units)).scaleb(-decimals), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text
 
 
 def eip681_uri(*, contract: str | None, chain_id: int, address: str, base_units: int) -> str:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import Http404
 from django.utils.translation import get_language
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from payments.notices import payment_notice_submit
 from shop.catalog import catalog_current
 from shop.models import HypothesisKind
 from shop.order_input import (
@@ -182,6 +184,17 @@ class OrderCreateApi(APIView):
         return Response(OrderOutput(body).data, status=status.HTTP_201_CREATED)
 
 
+class PaidInput(serializers.Serializer):
+    tx_hash = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class PaidOutput(serializers.Serializer):
+    reference = serializers.CharField()
+    status = serializers.CharField()
+    payment_status = serializers.CharField()
+    detail = serializers.CharField()
+
+
 TOKEN_HEADER = OpenApiParameter("X-Order-Token", str, OpenApiParameter.HEADER, required=True)
 
 
@@ -194,3 +207,25 @@ class OrderDetailApi(APIView):
             raise Http404
         body = order_representation(order, token=token, request=request)
         return Response(OrderOutput(body).data)
+
+
+class OrderPaidApi(APIView):
+    @extend_schema(parameters=[TOKEN_HEADER], request=PaidInput, responses={202: PaidOutput}, summary='"I have paid"')
+    def post(self, request: Request, reference: str) -> Response:
+        order = order_for_token(reference=reference, token=request.headers.get("X-Order-Token"))
+        if order is None:
+            raise Http404
+        data = PaidInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            payment_notice_submit(order=order, tx_hash=data.validated_data.get("tx_hash", ""), language=get_language())
+        except OrderInputError as exc:
+            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        order.refresh_from_db()
+        body = {
+            "reference": order.reference,
+            "status": order.status,
+            "payment_status": order.payment.status,
+            "detail": _("Received: the payment is being checked on-chain."),
+        }
+        return Response(body, status=status.HTTP_202_ACCEPTED)

@@ -8,4 +8,5 @@ urlpatterns = [
     path("catalog/", api.CatalogApi.as_view(), name="api_catalog"),
     path("orders/", api.OrderCreateApi.as_view(), name="api_order_create"),
     path("orders/<str:reference>/", api.OrderDetailApi.as_view(), name="api_order_detail"),
+    path("orders/<str:reference>/paid/", api.OrderPaidApi.as_view(), name="api_order_paid"),
 ]

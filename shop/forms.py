@@ -112,5 +112,13 @@ class PaymentForm(InputCheckMixin, forms.Form):
         return option
 
 
-class ReviewForm(forms.Form):
-    """Placing the order is a POST with CSRF; nothing to type."""
+class PaidForm(forms.Form):
+    """ "I have paid", with the transaction hash if the customer has it."""
+
+    tx_hash = forms.CharField(
+        label=_("Transaction hash (optional)"),
+        required=False,
+        max_length=200,
+        help_text=_("0x followed by 64 hexadecimal characters, as your wallet or the explorer shows it."),
+        widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off", "autocapitalize": "off"}),
+    )

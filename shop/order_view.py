@@ -6,9 +6,13 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from payments.models import PaymentStatus
 from payments.quotes import eip681_uri, format_units
 from shop.models import Order
 from shop.orders import order_status_path
+
+# While the payment can still move by itself, the order page refreshes itself.
+LIVE_PAYMENT_STATUSES = (PaymentStatus.PENDING, PaymentStatus.DETECTED)
 
 
 def payment_representation(order: Order) -> dict[str, Any]:
@@ -25,7 +29,7 @@ def payment_representation(order: Order) -> dict[str, Any]:
         "amount": format_units(payment.amount_base_units, payment.decimals),
         "amount_base_units": str(int(payment.amount_base_units)),
         "amount_usd": str(payment.amount_usd),
-        "usd_rate": str(payment.usd_rate.normalize()),
+        "usd_rate": format(payment.usd_rate.normalize(), "f"),
         "expires_at": payment.expires_at,
         "uri": eip681_uri(
             contract=payment.contract,
@@ -38,7 +42,12 @@ def payment_representation(order: Order) -> dict[str, Any]:
         "received_base_units": str(int(payment.received_base_units)),
         "confirmations": payment.confirmations,
         "confirmations_required": asset.network.confirmations_required,
-        "tx_hashes": [],  # filled by on-chain verification (credits)
+        "received": format_units(payment.received_base_units, payment.decimals),
+        "missing": format_units(max(0, int(payment.amount_base_units - payment.received_base_units)), payment.decimals),
+        "refund_due": format_units(payment.refund_due_base_units, payment.decimals),
+        "tx_hashes": sorted({credit.tx_hash for credit in payment.credits.all() if credit.removed_at is None}),
+        "notices": payment.notices.count(),
+        "watching": payment.status in LIVE_PAYMENT_STATUSES,
     }
 
 

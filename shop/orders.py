@@ -221,6 +221,58 @@ def orders_expire_overdue(*, now: dt.datetime | None = None) -> int:
         return _expire_overdue_locked(now=now)
 
 
+class OrderPaymentOutcome:
+    """What payments tells shop, through order_payment_outcome only."""
+
+    PAID = "paid"  # confirmed in full (or accepted by a reviewer)
+    NEEDS_REVIEW = "needs_review"  # an exception a reviewer settles
+    HOLD = "hold"  # a transfer is seen: keep the lots past the window while it confirms
+    UNPAID = "unpaid"  # the money went away again (reorg): back to waiting
+    REJECTED = "rejected"  # a reviewer refused the payment
+
+
+# The status an order moves to for each outcome, from the statuses where that move makes sense.
+OUTCOME_TARGETS = {
+    OrderPaymentOutcome.PAID: (S.PAID, (S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.NEEDS_REVIEW)),
+    OrderPaymentOutcome.NEEDS_REVIEW: (S.NEEDS_REVIEW, (S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.EXPIRED, S.PAID)),
+    OrderPaymentOutcome.UNPAID: (S.AWAITING_PAYMENT, (S.PAID, S.NEEDS_REVIEW)),
+    OrderPaymentOutcome.REJECTED: (S.CANCELLED, (S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.NEEDS_REVIEW, S.EXPIRED)),
+}
+
+
+def order_payment_outcome(
+    *, order_id: int, outcome: str, reason: str, actor: str = "system", now: dt.datetime | None = None
+) -> Order:
+    """The one door from payments into shop. Runs inside the payment's transaction (lock order:
+    payment, then order). Lots are held without a deadline once money is seen or paid."""
+    now = now or timezone.now()
+    order = Order.objects.select_for_update().get(pk=order_id)
+    if outcome == OrderPaymentOutcome.HOLD:
+        order.reservations.filter(released_at__isnull=True).update(expires_at=None)
+        return order
+    if outcome == OrderPaymentOutcome.PAID and order.status == S.EXPIRED:
+        # Paid in time, seen after the lots were released: a reviewer confirms there is still room.
+        outcome, reason = (
+            OrderPaymentOutcome.NEEDS_REVIEW,
+            f"{reason}; the order had expired and its lots were released",
+        )
+    target, sources = OUTCOME_TARGETS[outcome]
+    if order.status in sources:
+        order_transition(order=order, to=target, actor=actor, reason=reason, now=now)
+    elif order.status != target and not (outcome == OrderPaymentOutcome.UNPAID and order.status in UNPAID_STATUSES):
+        # e.g. money for an order that is already being prepared: evidence for staff, no move.
+        log.warning("order %s: payment outcome %s ignored in status %s", order.reference, outcome, order.status)
+        return order
+    live = order.reservations.filter(released_at__isnull=True)
+    if target in (S.PAID, S.NEEDS_REVIEW):
+        live.update(expires_at=None)
+    elif target == S.AWAITING_PAYMENT:
+        live.update(expires_at=order.payment.expires_at)
+    elif target == S.CANCELLED:
+        capacity.release_lots(order=order, now=now, reason=reason)
+    return order
+
+
 def order_cancel(*, order_id: int, actor: str, reason: str) -> Order:
     if not reason.strip():
         raise OrderInputError("reason", _("Say why the order is cancelled."))

@@ -13,4 +13,5 @@ urlpatterns = [
     path("order/payment/", views.order_payment, name="order_payment"),
     path("order/review/", views.order_review, name="order_review"),
     path("o/<str:reference>/<str:token>/", views.order_status, name="order_status"),
+    path("o/<str:reference>/<str:token>/paid/", views.order_paid, name="order_paid"),
 ]

@@ -9,20 +9,24 @@ from decimal import Decimal
 from typing import Any
 
 import segno
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import get_language
-from django.views.decorators.http import require_http_methods
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST
 
 from payments.networks import networks_offered
+from payments.notices import payment_notice_submit
 from shop.catalog import catalog_current
-from shop.forms import ConfigureForm, ContactForm, PaymentForm
-from shop.models import Duration, LotSpec, Preparation, order_total_usd
+from shop.forms import ConfigureForm, ContactForm, PaidForm, PaymentForm
+from shop.models import Duration, LotSpec, Order, Preparation, order_total_usd
 from shop.order_input import OrderInputErrors, build_order_request
 from shop.order_view import order_representation
 from shop.orders import OrderInputError, order_create, order_for_token, order_status_path
 
 WIZARD_KEY = "order_wizard"
+STATUS_REFRESH_SECONDS = 15
 STEPS = ["configure", "contact", "payment", "review"]
 # Which step a field belongs to, to send the customer back to the right place.
 FIELD_STEPS = {
@@ -192,22 +196,47 @@ def _hypothesis_label(wizard: dict[str, Any]) -> str:
     return HypothesisKind(kind).label if kind in HypothesisKind.values else ""
 
 
-def order_status(request: HttpRequest, reference: str, token: str) -> HttpResponse:
-    """The secret link: the order and its payment request. A wrong token is a plain 404."""
+def _order_or_404(reference: str, token: str) -> Order:
     order = order_for_token(reference=reference, token=token)
     if order is None:
         raise Http404
+    return order
+
+
+def _status_page(
+    request: HttpRequest, order: Order, token: str, *, paid_form: PaidForm | None = None, status: int = 200
+) -> HttpResponse:
     view = order_representation(order, token=token, request=request)
     qr_svg = segno.make(view["payment"]["uri"], error="m").svg_inline(scale=4, dark="#111", light="#fff")
-    return render(
-        request,
-        "shop/order_status.html",
-        {
-            "order": order,
-            "view": view,
-            "payment": view["payment"],
-            "qr_svg": qr_svg,
-            "status_url": view["status_url"],
-            "total_usd": Decimal(view["total_usd"]),
-        },
-    )
+    context = {
+        "order": order,
+        "view": view,
+        "payment": view["payment"],
+        "qr_svg": qr_svg,
+        "status_url": view["status_url"],
+        "total_usd": Decimal(view["total_usd"]),
+        "paid_form": paid_form or PaidForm(),
+        "refresh_seconds": STATUS_REFRESH_SECONDS if view["payment"]["watching"] else None,
+    }
+    return render(request, "shop/order_status.html", context, status=status)
+
+
+def order_status(request: HttpRequest, reference: str, token: str) -> HttpResponse:
+    """The secret link: the order and its payment request. A wrong token is a plain 404."""
+    return _status_page(request, _order_or_404(reference, token), token)
+
+
+@require_POST
+def order_paid(request: HttpRequest, reference: str, token: str) -> HttpResponse:
+    """ "I have paid": record the notice and check now. Repeating it is harmless."""
+    order = _order_or_404(reference, token)
+    form = PaidForm(request.POST)
+    if form.is_valid():
+        try:
+            payment_notice_submit(order=order, tx_hash=form.cleaned_data["tx_hash"], language=get_language())
+        except OrderInputError as exc:
+            form.add_error("tx_hash", exc.message)
+        else:
+            messages.success(request, _("Thank you: we are checking the chain now. This page updates by itself."))
+            return redirect(order_status_path(order))
+    return _status_page(request, order, token, paid_form=form, status=400)

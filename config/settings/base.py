@@ -122,6 +122,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "data_folder_in": str(RUN_DIR / "broker"),
         "data_folder_out": str(RUN_DIR / "broker"),
         "processed_folder": str(RUN_DIR / "broker-processed"),
+        "control_folder": str(RUN_DIR / "broker-control"),
         "store_processed": False,
         "polling_interval": 0.05,
     }
@@ -129,7 +130,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     else {}
 )
 if CELERY_BROKER_URL.startswith("filesystem"):
-    for folder in ("broker", "broker-processed"):
+    for folder in ("broker", "broker-processed", "broker-control"):
         (RUN_DIR / folder).mkdir(parents=True, exist_ok=True)
 # A request that enqueues work must not hang on a broker that is down.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
@@ -142,10 +143,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_TIMEZONE = "UTC"
+SCAN_INTERVAL_SECONDS = env_int("SCAN_INTERVAL_SECONDS", 15)
 CELERY_BEAT_SCHEDULE = {
     "release-expired-reservations": {
         "task": "shop.tasks.reservations_release_expired_task",
         "schedule": 60.0,
+    },
+    "scan-payments": {
+        "task": "payments.tasks.scan_all_networks_task",
+        "schedule": float(SCAN_INTERVAL_SECONDS),
     },
 }
 
@@ -168,6 +174,9 @@ SPECTACULAR_SETTINGS = {
 # Payments
 PAYMENTS_XPUB = env_str("PAYMENTS_XPUB", DEV_PAYMENTS_XPUB)
 PAYMENT_WINDOW_MINUTES = env_int("PAYMENT_WINDOW_MINUTES", 30)
+# Deposit addresses stay watched this long after the window: late money reaches a reviewer.
+PAYMENT_WATCH_DAYS = env_int("PAYMENT_WATCH_DAYS", 7)
+
 # A native coin's USD rate older than this is refused when quoting.
 RATE_MAX_AGE_SECONDS = env_int("RATE_MAX_AGE_SECONDS", 600)
 # The local development chain prices its native coin at this fixed rate when no fresh rate exists.

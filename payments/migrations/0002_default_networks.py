@@ -51,10 +51,11 @@ def create_networks(apps, schema_editor):
                 defaults={"name": token_name, "decimals": decimals, "contract": contract, "usd_stable": True},
             )
     # The local development chain (anvil). Its test USDC/USDT are deployed by `manage.py devnet setup`.
+    # It mines only when a transaction arrives, so an old head is not a stale one there.
     local, _ = Network.objects.get_or_create(
         slug="local",
         defaults={"name": "Local development chain", "chain_id": 31337, "confirmations_required": 2,
-                  "is_development": True, "position": 100},
+                  "is_development": True, "position": 100, "max_head_age_seconds": 0, "max_block_range": 5000},
     )
     Asset.objects.get_or_create(network=local, symbol="ETH",
                                 defaults={"name": "Ether (local)", "decimals": 18, "contract": None})

@@ -1,0 +1,107 @@
+"""Recording transfers seen on a chain as credits, and taking them back after a reorg.
+
+A credit is keyed by (chain id, tx hash, log index) in the database: however many scans, notices and
+workers see the same transfer, it is counted once, for one order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from payments.models import Asset, Credit, CreditKind, Network, PaymentRequest
+
+log = logging.getLogger(__name__)
+
+TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+NATIVE_LOG_INDEX = -1
+
+
+def address_topic(address: str) -> str:
+    return "0x" + "0" * 24 + address[2:].lower()
+
+
+def topic_address(topic: str) -> str:
+    return "0x" + topic[-40:].lower()
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """A transfer to a watched address, decoded from a log or a transaction."""
+
+    network: Network
+    asset: Asset
+    tx_hash: str
+    log_index: int
+    block_number: int
+    block_hash: str
+    block_timestamp: int
+    sender: str
+    recipient: str
+    amount: int
+
+
+def credit_kind(payment: PaymentRequest, transfer: Transfer) -> str:
+    if transfer.network.chain_id != payment.chain_id:
+        return CreditKind.WRONG_NETWORK
+    if transfer.asset.pk != payment.asset_id:
+        return CreditKind.WRONG_ASSET
+    if dt.datetime.fromtimestamp(transfer.block_timestamp, tz=dt.UTC) > payment.expires_at:
+        return CreditKind.LATE
+    return CreditKind.MATCH
+
+
+def counts_for(payment: PaymentRequest, transfer: Transfer) -> bool:
+    """Only what arrived after the order was placed counts (its start block on its own chain)."""
+    if transfer.network.chain_id == payment.chain_id:
+        return transfer.block_number >= payment.start_block
+    placed = int(payment.created_at.timestamp())
+    return transfer.block_timestamp >= placed
+
+
+def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | None:
+    """Store the transfer once. Returns the credit when it is new or came back after a reorg."""
+    if transfer.amount <= 0 or not counts_for(payment, transfer):
+        return None
+    values = {
+        "payment": payment,
+        "network": transfer.network,
+        "asset": transfer.asset,
+        "block_number": transfer.block_number,
+        "block_hash": transfer.block_hash,
+        "block_timestamp": dt.datetime.fromtimestamp(transfer.block_timestamp, tz=dt.UTC),
+        "sender": transfer.sender,
+        "amount_base_units": transfer.amount,
+        "kind": credit_kind(payment, transfer),
+    }
+    key = {"chain_id": transfer.network.chain_id, "tx_hash": transfer.tx_hash.lower(), "log_index": transfer.log_index}
+    try:
+        with transaction.atomic():
+            credit, created = Credit.objects.select_for_update().get_or_create(**key, defaults=values)
+            if created:
+                log.info("credit %s:%s for %s", transfer.tx_hash, transfer.log_index, payment.order_id)
+                return credit
+            if credit.removed_at is not None or credit.block_hash != transfer.block_hash:
+                # The same transfer, seen again after a reorg (re-mined in another block).
+                for field, value in values.items():
+                    setattr(credit, field, value)
+                credit.removed_at = None
+                credit.removed_reason = ""
+                credit.final = False
+                credit.confirmations = 0
+                credit.save()
+                return credit
+            return None
+    except IntegrityError:  # a concurrent pass stored it first: it is counted once either way
+        return None
+
+
+def credit_remove(*, credit: Credit, reason: str, now: dt.datetime | None = None) -> None:
+    """A reorg took the transfer away: keep the row as evidence, stop counting it."""
+    Credit.objects.filter(pk=credit.pk, removed_at__isnull=True).update(
+        removed_at=now or timezone.now(), removed_reason=reason[:300], final=False, confirmations=0
+    )

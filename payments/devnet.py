@@ -1,0 +1,90 @@
+"""The local development chain: test USDC/USDT deployed from their committed artifact, and payments
+sent from anvil's funded development accounts (anvil signs for them: no key is held here)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+from eth_abi import encode
+from eth_utils import function_signature_to_4byte_selector, to_checksum_address
+
+from payments.models import Asset, Network, PaymentRequest
+from payments.rpc import RpcClient
+
+ARTIFACT = Path(__file__).resolve().parent / "contracts" / "TestToken.json"
+TEST_TOKENS = [("USDC", "Test USD Coin", 6), ("USDT", "Test Tether USD", 6)]
+
+
+class DevnetError(Exception):
+    pass
+
+
+def _selector(signature: str) -> str:
+    return "0x" + function_signature_to_4byte_selector(signature).hex()
+
+
+def send_and_wait(client: RpcClient, tx: dict) -> dict:
+    tx_hash = client.call("eth_sendTransaction", [tx])
+    receipt = client.call("eth_getTransactionReceipt", [tx_hash])
+    if receipt is None:  # a chain with a block time: mine now rather than wait
+        client.call("evm_mine", [])
+        receipt = client.call("eth_getTransactionReceipt", [tx_hash])
+    if receipt is None or int(receipt["status"], 16) != 1:
+        raise DevnetError(f"transaction {tx_hash} failed")
+    return receipt
+
+
+def funded_account(client: RpcClient) -> str:
+    accounts = client.call("eth_accounts")
+    if not accounts:
+        raise DevnetError("the chain has no unlocked development account (is it anvil?)")
+    return accounts[0]
+
+
+def deploy_token(client: RpcClient, *, name: str, symbol: str, decimals: int) -> str:
+    artifact = json.loads(ARTIFACT.read_text())
+    data = artifact["bytecode"] + encode(["string", "string", "uint8"], [name, symbol, decimals]).hex()
+    receipt = send_and_wait(client, {"from": funded_account(client), "data": data})
+    return to_checksum_address(receipt["contractAddress"])
+
+
+def devnet_setup(*, client: RpcClient) -> list[str]:
+    """Register the local network's test tokens, deploying them where the chain lacks their code."""
+    network = Network.objects.get(slug="local")
+    chain_id = client.chain_id()
+    if chain_id != network.chain_id:
+        raise DevnetError(f"the chain answers with id {chain_id}, the local network is {network.chain_id}")
+    lines = []
+    for symbol, name, decimals in TEST_TOKENS:
+        asset = Asset.objects.filter(network=network, symbol=symbol).first()
+        if asset is not None and asset.contract and client.call("eth_getCode", [asset.contract, "latest"]) != "0x":
+            lines.append(f"{symbol}: present at {asset.contract}")
+            continue
+        contract = deploy_token(client, name=name, symbol=symbol, decimals=decimals)
+        Asset.objects.update_or_create(
+            network=network,
+            symbol=symbol,
+            defaults={"name": name, "decimals": decimals, "contract": contract, "usd_stable": True, "enabled": True},
+        )
+        lines.append(f"{symbol}: deployed at {contract}")
+    return lines
+
+
+def devnet_pay(*, client: RpcClient, payment: PaymentRequest, amount: Decimal | None = None) -> str:
+    """Pay an order's request (or `amount` whole units of its asset) from a funded development account."""
+    units = int(payment.amount_base_units) if amount is None else int(amount.scaleb(payment.decimals))
+    if units <= 0:
+        raise DevnetError("the amount must be positive")
+    sender = funded_account(client)
+    if payment.contract is None:
+        receipt = send_and_wait(client, {"from": sender, "to": payment.address, "value": hex(units)})
+    else:
+        mint = _selector("mint(address,uint256)") + encode(["address", "uint256"], [sender, units]).hex()
+        send_and_wait(client, {"from": sender, "to": payment.contract, "data": mint})
+        transfer = (
+            _selector("transfer(address,uint256)") + encode(["address", "uint256"], [payment.address, units]).hex()
+        )
+        receipt = send_and_wait(client, {"from": sender, "to": payment.contract, "data": transfer})
+    return receipt["transactionHash"]

@@ -1,0 +1,29 @@
+"""`manage.py scan_payments`: one verification pass over every open payment, then exit."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from payments.models import Network
+from payments.networks import rpc_urls
+from payments.rpc import RpcUnavailable
+from payments.scan import scan_network
+
+
+class Command(BaseCommand):
+    help = "Run one verification pass on every enabled network with an RPC URL."
+
+    def handle(self, *args, **options) -> None:
+        failed = 0
+        for network in Network.objects.filter(enabled=True):
+            if not rpc_urls(network):
+                continue
+            try:
+                report = scan_network(network=network)
+            except RpcUnavailable as exc:
+                failed += 1
+                self.stderr.write(f"{network.slug}: RPC unavailable: {exc}")
+                continue
+            self.stdout.write(str(report))
+        if failed:
+            raise SystemExit(1)

@@ -1,0 +1,117 @@
+"""The payment policy, in one place: from a payment's credits to its status and its order's.
+
+| credits (counted)                         | payment       | order          |
+| ----------------------------------------- | ------------- | -------------- |
+| none                                      | pending       | awaiting (back there after a reorg) |
+| matching, not yet final                   | detected      | lots held      |
+| matching and final, sum = quote           | confirmed     | paid           |
+| matching and final, sum > quote           | overpaid      | paid; excess flagged for refund |
+| matching and final, sum < quote           | underpaid     | needs_review; a top-up completes it |
+| any after the deadline                    | late          | needs_review   |
+| any on another network or in another token| wrong_network | needs_review   |
+A reviewer's decision (accepted or rejected) is final: later passes only update the figures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from payments.models import CreditKind, PaymentEvent, PaymentRequest, PaymentStatus
+from shop.orders import OrderPaymentOutcome, order_payment_outcome
+
+log = logging.getLogger(__name__)
+P = PaymentStatus
+
+OUTCOME = {
+    P.PENDING: OrderPaymentOutcome.UNPAID,
+    P.DETECTED: OrderPaymentOutcome.HOLD,
+    P.CONFIRMED: OrderPaymentOutcome.PAID,
+    P.OVERPAID: OrderPaymentOutcome.PAID,
+    P.UNDERPAID: OrderPaymentOutcome.NEEDS_REVIEW,
+    P.LATE: OrderPaymentOutcome.NEEDS_REVIEW,
+    P.WRONG_NETWORK: OrderPaymentOutcome.NEEDS_REVIEW,
+}
+# Emails to the customer when the payment enters these statuses.
+EMAIL_FOR = {
+    P.DETECTED: "payment_detected",
+    P.CONFIRMED: "payment_confirmed",
+    P.OVERPAID: "payment_confirmed",
+    P.UNDERPAID: "payment_attention",
+    P.LATE: "payment_attention",
+    P.WRONG_NETWORK: "payment_attention",
+}
+REASONS = {
+    P.PENDING: "no counted transfer any more",
+    P.DETECTED: "transfer seen, waiting for confirmations",
+    P.CONFIRMED: "paid in full and final",
+    P.OVERPAID: "paid more than quoted and final; the excess awaits a refund decision",
+    P.UNDERPAID: "paid less than quoted; a top-up to the same address completes it",
+    P.LATE: "a transfer arrived after the deadline",
+    P.WRONG_NETWORK: "a transfer arrived on another network or in another token",
+}
+
+
+def payment_status_for(payment: PaymentRequest, credits: list) -> tuple[str, int, int]:
+    """(status, received base units, confirmations of the least confirmed matching credit)."""
+    counted = [credit for credit in credits if credit.removed_at is None]
+    matching = [credit for credit in counted if credit.kind == CreditKind.MATCH]
+    received = sum(int(credit.amount_base_units) for credit in matching)
+    final = sum(int(credit.amount_base_units) for credit in matching if credit.final)
+    confirmations = min((credit.confirmations for credit in matching), default=0)
+    amount = int(payment.amount_base_units)
+    kinds = {credit.kind for credit in counted}
+    if CreditKind.WRONG_NETWORK in kinds or CreditKind.WRONG_ASSET in kinds:
+        return P.WRONG_NETWORK, received, confirmations
+    if CreditKind.LATE in kinds:
+        return P.LATE, received, confirmations
+    if final >= amount:
+        return (P.CONFIRMED if final == amount else P.OVERPAID), received, confirmations
+    if received == 0:
+        return P.PENDING, 0, 0
+    if received >= amount or any(not credit.final for credit in matching):
+        return P.DETECTED, received, confirmations
+    return P.UNDERPAID, received, confirmations
+
+
+def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: str, now: dt.datetime) -> None:
+    """Save the new status and write its event row. The caller holds the payment's row lock."""
+    PaymentEvent.objects.create(
+        payment=payment, created_at=now, from_status=payment.status, to_status=to, actor=actor, reason=reason
+    )
+    payment.status = to
+    payment.save(update_fields=["status", "received_base_units", "confirmations", "refund_due_base_units"])
+
+
+def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | None:
+    """Recompute a payment from its credits and tell the order. Idempotent: run it as often as you like."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        payment = PaymentRequest.objects.select_for_update().filter(pk=payment_id).first()
+        if payment is None:
+            return None
+        status, received, confirmations = payment_status_for(payment, list(payment.credits.all()))
+        payment.received_base_units = received
+        payment.confirmations = confirmations
+        if payment.reviewed_at is not None:
+            # A reviewer settled this payment: keep their decision, refresh the figures only.
+            payment.save(update_fields=["received_base_units", "confirmations"])
+            return payment.status
+        if status == P.OVERPAID and payment.refund_decided_at is None:
+            payment.refund_due_base_units = received - int(payment.amount_base_units)
+        if status == payment.status:
+            payment.save(update_fields=["received_base_units", "confirmations", "refund_due_base_units"])
+            return status
+        payment_transition(payment=payment, to=status, actor="system", reason=REASONS[status], now=now)
+        order_payment_outcome(
+            order_id=payment.order_id, outcome=OUTCOME[status], reason=f"payment {status}: {REASONS[status]}", now=now
+        )
+        if status in EMAIL_FOR:
+            from payments.tasks import payment_email_task
+
+            transaction.on_commit(lambda: payment_email_task.delay(payment.pk, EMAIL_FOR[status]), robust=True)
+    log.info("payment %s of order %s: %s", payment.pk, payment.order_id, status)
+    return status

@@ -1,0 +1,86 @@
+"""Thin Celery tasks: take a primary key, re-read the row, call the service; retry transient RPC errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import smtplib
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from payments.models import Network, PaymentRequest
+from payments.networks import rpc_urls
+from payments.rpc import RpcUnavailable
+from payments.scan import scan_network
+from payments.settle import payment_settle
+from payments.verify import notice_verify
+from shop.emails import send_templated_email
+from shop.orders import order_status_path
+
+log = logging.getLogger(__name__)
+SCAN_LEASE = dt.timedelta(minutes=5)
+TRANSIENT = (RpcUnavailable, ConnectionError, TimeoutError)
+
+
+def scan_lease_claim(network: Network, now: dt.datetime) -> bool:
+    """Compare-and-swap: only one worker scans a network at a time."""
+    claimed = (
+        Network.objects.filter(pk=network.pk)
+        .filter(Q(scan_lease_until__isnull=True) | Q(scan_lease_until__lt=now))
+        .update(scan_lease_until=now + SCAN_LEASE)
+    )
+    return claimed == 1
+
+
+@shared_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=5, retry_backoff_max=120, max_retries=5)
+def scan_network_task(network_id: int) -> str:
+    network = Network.objects.filter(pk=network_id, enabled=True).first()
+    if network is None or not rpc_urls(network):
+        return "skipped"
+    now = timezone.now()
+    if not scan_lease_claim(network, now):
+        return "another scan holds the lease"
+    try:
+        return str(scan_network(network=network))
+    finally:
+        Network.objects.filter(pk=network.pk).update(scan_lease_until=None)
+
+
+@shared_task(acks_late=True)
+def scan_all_networks_task() -> int:
+    networks = [network for network in Network.objects.filter(enabled=True) if rpc_urls(network)]
+    for network in networks:
+        scan_network_task.delay(network.pk)
+    return len(networks)
+
+
+@shared_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2, retry_backoff_max=60, max_retries=6)
+def notice_verify_task(notice_id: int) -> None:
+    for payment_id in notice_verify(notice_id=notice_id):
+        payment_settle(payment_id=payment_id)
+        # Without a tx hash, or to see confirmations move: a pass over the order's network, now.
+        network_id = PaymentRequest.objects.filter(pk=payment_id).values_list("asset__network_id", flat=True).first()
+        if network_id is not None:
+            scan_network_task.delay(network_id)
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError),
+    retry_backoff=True,
+    max_retries=8,
+)
+def payment_email_task(payment_id: int, name: str) -> None:
+    payment = PaymentRequest.objects.select_related("order", "asset__network").filter(pk=payment_id).first()
+    if payment is None:
+        return
+    order = payment.order
+    send_templated_email(
+        name=name,
+        to=order.email,
+        language=order.language,
+        context={"order": order, "payment": payment, "status_url": settings.SITE_URL + order_status_path(order)},
+    )

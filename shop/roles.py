@@ -1,0 +1,46 @@
+"""Staff roles: each a group with only the permissions its work needs."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, Permission
+
+ROLES = {
+    "reviewer": (
+        "Payment reviewers",
+        [
+            "shop.view_order",
+            "shop.view_orderevent",
+            "shop.view_reservation",
+            "payments.view_paymentrequest",
+            "payments.review_payment",
+            "payments.view_credit",
+            "payments.view_notice",
+            "payments.view_paymentevent",
+            "payments.view_network",
+            "payments.view_asset",
+        ],
+    ),
+    "operator": (
+        "Operators",
+        [
+            "shop.view_order",
+            "shop.view_orderevent",
+            "shop.view_reservation",
+            "provisioning.view_node",
+            "provisioning.add_node",
+            "provisioning.change_node",
+        ],
+    ),
+}
+
+
+def role_group(role: str) -> Group:
+    """The role's group, with exactly the role's permissions (created or corrected)."""
+    name, codenames = ROLES[role]
+    group, _created = Group.objects.get_or_create(name=name)
+    permissions = []
+    for dotted in codenames:
+        app_label, codename = dotted.split(".")
+        permissions.append(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    group.permissions.set(permissions)
+    return group
