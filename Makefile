@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint messages clean
+.PHONY: run test lint messages bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ run: $(VENV)/.run-deps node_modules/.deps messages
 test: $(VENV)/.test-deps node_modules/.deps messages
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Benchmarks: each prints the figures the README quotes.
+bench: $(VENV)/.test-deps node_modules/.deps
+	$(BIN)/python bench/scan_rpc_calls.py --orders 1 100 1000 10000
 
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check .

@@ -56,6 +56,7 @@ def main() -> int:
     manage("migrate", "--noinput", "-v0")
     for name in DEV_NODES:
         manage("add_node", name, "--driver", "local")
+    manage("devnet", "setup", "--rpc-url", RPC_URL)  # test USDC/USDT on the local chain
 
     celery = [PY, "-m", "celery", "-A", "config"]
     children.append(subprocess.Popen([*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"], cwd=ROOT))
