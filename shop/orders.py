@@ -19,7 +19,7 @@ from payments.checkout import PreparedQuote, payment_deadline, payment_request_o
 from payments.models import Asset
 from payments.quotes import QuoteError
 from shop import capacity
-from shop.models import Duration, LotSpec, Order, OrderEvent, OrderStatus, Preparation, order_total_usd
+from shop.models import Duration, LotSpec, Order, OrderEvent, OrderStatus, Preparation, Reservation, order_total_usd
 
 log = logging.getLogger(__name__)
 S = OrderStatus
@@ -199,17 +199,19 @@ def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt
 
 def _expire_overdue_locked(*, now: dt.datetime) -> int:
     """Expire unpaid orders whose window ended and release their lots. Caller holds the node locks."""
+    expired_holds = Reservation.objects.filter(released_at__isnull=True, expires_at__lte=now)
+    # A subquery, not a join: PostgreSQL refuses FOR UPDATE with DISTINCT.
     overdue = (
         Order.objects.select_for_update()
-        .filter(status__in=UNPAID_STATUSES, reservations__released_at__isnull=True, reservations__expires_at__lte=now)
-        .distinct()
+        .filter(status__in=UNPAID_STATUSES, pk__in=expired_holds.values("order_id"))
         .order_by("pk")
     )
     count = 0
     for order in overdue:
         order_transition(order=order, to=S.EXPIRED, actor="system", reason="payment window ended", now=now)
-        capacity.release_lots(order=order, now=now, reason="payment window ended")
         count += 1
+    # Every hold past its deadline is released, so that a node that counts as free can be reserved.
+    expired_holds.update(released_at=now, release_reason="payment window ended")
     return count
 
 
