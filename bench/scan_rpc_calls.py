@@ -43,22 +43,52 @@ def open_orders(count: int, *, first_index: int, start_block: int, usdc) -> list
 
     now = timezone.now()
     duration, preparation = Duration.objects.get(days=3), Preparation.objects.first()
-    orders = Order.objects.bulk_create([
-        Order(reference=f"BENCH-{first_index + i}", access_nonce=f"n{first_index + i}", lots=1, duration=duration,
-              preparation=preparation, duration_days=3, gpu_model="NVIDIA B200", gpus_per_lot=2, gpu_memory_gb=180,
-              price_per_lot_usd=Decimal(899), total_usd=Decimal(899), first_name="B", last_name="Bench",
-              email="bench@example.org", ssh_public_key="-", ssh_key_fingerprint="-", terms_accepted_at=now)
-        for i in range(count)
-    ])
+    orders = Order.objects.bulk_create(
+        [
+            Order(
+                reference=f"BENCH-{first_index + i}",
+                access_nonce=f"n{first_index + i}",
+                lots=1,
+                duration=duration,
+                preparation=preparation,
+                duration_days=3,
+                gpu_model="NVIDIA B200",
+                gpus_per_lot=2,
+                gpu_memory_gb=180,
+                price_per_lot_usd=Decimal(899),
+                total_usd=Decimal(899),
+                first_name="B",
+                last_name="Bench",
+                email="bench@example.org",
+                ssh_public_key="-",
+                ssh_key_fingerprint="-",
+                terms_accepted_at=now,
+            )
+            for i in range(count)
+        ]
+    )
     fingerprint = key_fingerprint()
-    return PaymentRequest.objects.bulk_create([
-        PaymentRequest(order=order, asset=usdc, chain_id=usdc.network.chain_id, contract=usdc.contract, decimals=6,
-                       key_fingerprint=fingerprint, derivation_index=first_index + i,
-                       address=derive_address(first_index + i), amount_usd=Decimal(899), usd_rate=Decimal(1),
-                       amount_base_units=899_000_000, expires_at=payment_deadline(now),
-                       watch_until=payment_deadline(now) + timezone.timedelta(days=7), start_block=start_block)
-        for i, order in enumerate(orders)
-    ])
+    return PaymentRequest.objects.bulk_create(
+        [
+            PaymentRequest(
+                order=order,
+                asset=usdc,
+                chain_id=usdc.network.chain_id,
+                contract=usdc.contract,
+                decimals=6,
+                key_fingerprint=fingerprint,
+                derivation_index=first_index + i,
+                address=derive_address(first_index + i),
+                amount_usd=Decimal(899),
+                usd_rate=Decimal(1),
+                amount_base_units=899_000_000,
+                expires_at=payment_deadline(now),
+                watch_until=payment_deadline(now) + timezone.timedelta(days=7),
+                start_block=start_block,
+            )
+            for i, order in enumerate(orders)
+        ]
+    )
 
 
 def measure(anvil: Anvil, count: int, first_index: int) -> dict:
@@ -81,8 +111,14 @@ def measure(anvil: Anvil, count: int, first_index: int) -> dict:
     began = time.perf_counter()
     report = scan_network(network=network, client=counted)
     elapsed = time.perf_counter() - began
-    return {"orders": count, "calls": counted.calls, "http": counted.requests, "blocks": report.to_block - start + 1,
-            "credited": report.credited, "seconds": elapsed}
+    return {
+        "orders": count,
+        "calls": counted.calls,
+        "http": counted.requests,
+        "blocks": report.to_block - start + 1,
+        "credited": report.credited,
+        "seconds": elapsed,
+    }
 
 
 def main() -> None:
@@ -94,17 +130,27 @@ def main() -> None:
     os.environ["CHAIN_RPC_URLS_LOCAL"] = anvil.url
     try:
         from payments.devnet import devnet_setup
-        from payments.networks import rpc_client
         from payments.models import Network
+        from payments.networks import rpc_client
 
         devnet_setup(client=rpc_client(Network.objects.get(slug="local")))
-        print(f"{'open orders':>12} {'JSON-RPC calls':>15} {'HTTP requests':>14} {'blocks':>7} {'credited':>9} {'pass (s)':>9}")
+        headers = [
+            ("open orders", 12),
+            ("JSON-RPC calls", 15),
+            ("HTTP requests", 14),
+            ("blocks", 7),
+            ("credited", 9),
+            ("pass (s)", 9),
+        ]
+        print(" ".join(title.rjust(width) for title, width in headers))
         first_index = 0
         for count in args.orders:
             row = measure(anvil, count, first_index)
             first_index += count
-            print(f"{row['orders']:>12} {row['calls']:>15} {row['http']:>14} {row['blocks']:>7} {row['credited']:>9} "
-                  f"{row['seconds']:>9.3f}")
+            print(
+                f"{row['orders']:>12} {row['calls']:>15} {row['http']:>14} {row['blocks']:>7} {row['credited']:>9} "
+                f"{row['seconds']:>9.3f}"
+            )
     finally:
         anvil.stop()
 

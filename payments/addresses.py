@@ -27,6 +27,11 @@ def _external_chain(xpub: str) -> Bip44:
     return account.Change(Bip44Changes.CHAIN_EXT)
 
 
+def validate_account_xpub(xpub: str) -> None:
+    """Raise ImproperlyConfigured unless `xpub` is an account-level public key (checked at start-up)."""
+    _external_chain(xpub)
+
+
 def derive_address(index: int, xpub: str | None = None) -> str:
     """The EIP-55 checksummed address at external index `index` of the account key."""
     node = _external_chain(xpub or settings.PAYMENTS_XPUB).AddressIndex(index)

@@ -42,8 +42,13 @@ class BaseUnitsField(models.Field):
 
 
 def format_units(base_units: int | Decimal, decimals: int) -> str:
-    """Base units as an exact decimal string in whole units: 1500000 with 6 decimals -> '1.5'."""
-    text = format(Decimal(int(base_units)).scaleb(-decimals), "f")
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
+    """Base units as an exact decimal string in whole units: 1500000 with 6 decimals -> '1.5'.
+
+    Integer arithmetic only: Decimal's default 28-digit context would round a uint256 amount."""
+    units = int(base_units)
+    sign, units = ("-" if units < 0 else ""), abs(units)
+    whole, fraction = divmod(units, 10**decimals)
+    text = f"{sign}{whole}"
+    if decimals and fraction:
+        text += "." + str(fraction).rjust(decimals, "0").rstrip("0")
     return text

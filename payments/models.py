@@ -155,7 +155,7 @@ class PaymentRequest(models.Model):
     def __str__(self) -> str:
         return f"{self.order_id}: {self.amount} {self.asset.symbol} to {self.address}"
 
-    def whole_units(self, base_units: Decimal) -> Decimal:
+    def whole_units(self, base_units: int | Decimal) -> Decimal:
         """Base units in whole units of the asset, exact, written without an exponent."""
         return Decimal(format_units(base_units, self.decimals))
 
@@ -169,7 +169,7 @@ class PaymentRequest(models.Model):
 
     @property
     def missing(self) -> Decimal:
-        return self.whole_units(max(Decimal(0), self.amount_base_units - self.received_base_units))
+        return self.whole_units(max(0, int(self.amount_base_units) - int(self.received_base_units)))
 
 
 class PaymentEvent(models.Model):

@@ -43,7 +43,9 @@ def payment_representation(order: Order) -> dict[str, Any]:
         "confirmations": payment.confirmations,
         "confirmations_required": asset.network.confirmations_required,
         "received": format_units(payment.received_base_units, payment.decimals),
-        "missing": format_units(max(0, int(payment.amount_base_units - payment.received_base_units)), payment.decimals),
+        "missing": format_units(
+            max(0, int(payment.amount_base_units) - int(payment.received_base_units)), payment.decimals
+        ),
         "refund_due": format_units(payment.refund_due_base_units, payment.decimals),
         "tx_hashes": sorted({credit.tx_hash for credit in payment.credits.all() if credit.removed_at is None}),
         "notices": payment.notices.count(),

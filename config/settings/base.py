@@ -173,6 +173,11 @@ SPECTACULAR_SETTINGS = {
 
 # Payments
 PAYMENTS_XPUB = env_str("PAYMENTS_XPUB", DEV_PAYMENTS_XPUB)
+if PAYMENTS_XPUB != DEV_PAYMENTS_XPUB:
+    # Refuse at start-up, not at the first checkout, a private key, a key of another level, or garbage.
+    from payments.addresses import validate_account_xpub
+
+    validate_account_xpub(PAYMENTS_XPUB)
 PAYMENT_WINDOW_MINUTES = env_int("PAYMENT_WINDOW_MINUTES", 30)
 # Deposit addresses stay watched this long after the window: late money reaches a reviewer.
 PAYMENT_WATCH_DAYS = env_int("PAYMENT_WATCH_DAYS", 7)
