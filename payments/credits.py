@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -43,6 +43,7 @@ class Transfer:
     sender: str
     recipient: str
     amount: int
+    raw: dict = field(default_factory=dict, compare=False)  # the log or transaction, for reviewers
 
 
 def credit_kind(payment: PaymentRequest, transfer: Transfer) -> str:
@@ -77,6 +78,7 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
         "sender": transfer.sender,
         "amount_base_units": transfer.amount,
         "kind": credit_kind(payment, transfer),
+        "evidence": transfer.raw,
     }
     key = {"chain_id": transfer.network.chain_id, "tx_hash": transfer.tx_hash.lower(), "log_index": transfer.log_index}
     try:
@@ -87,8 +89,8 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
                 return credit
             if credit.removed_at is not None or credit.block_hash != transfer.block_hash:
                 # The same transfer, seen again after a reorg (re-mined in another block).
-                for field, value in values.items():
-                    setattr(credit, field, value)
+                for name, value in values.items():
+                    setattr(credit, name, value)
                 credit.removed_at = None
                 credit.removed_reason = ""
                 credit.final = False

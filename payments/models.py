@@ -232,6 +232,7 @@ class Credit(models.Model):
     final = models.BooleanField(default=False)
     removed_at = models.DateTimeField(null=True, blank=True)
     removed_reason = models.CharField(max_length=300, blank=True)
+    evidence = models.JSONField(default=dict, blank=True, help_text="The log or transaction as the node returned it.")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -180,6 +180,7 @@ def _token_transfers(network, client, tokens, topics, start, end, by_address, re
                     sender=topic_address(entry["topics"][1]),
                     recipient=recipient,
                     amount=int(entry["data"][:66], 16) if entry["data"] not in ("0x", "") else 0,
+                    raw=entry,
                 )
             )
     return transfers
@@ -222,6 +223,7 @@ def native_transfer(*, network: Network, asset: Asset, block: dict, tx: dict) ->
         sender=tx["from"].lower(),
         recipient=tx["to"].lower(),
         amount=int(tx["value"], 16),
+        raw={key: tx.get(key) for key in ("hash", "from", "to", "value", "blockNumber", "blockHash", "nonce", "input")},
     )
 
 

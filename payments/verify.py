@@ -51,6 +51,7 @@ def transfers_in_tx(*, network: Network, payment: PaymentRequest, tx_hash: str) 
                 sender=topic_address(topics[1]),
                 recipient=recipient,
                 amount=int(entry["data"][:66], 16),
+                raw=entry,
             )
         )
     native = Asset.objects.filter(network=network, contract__isnull=True).first()

@@ -54,6 +54,7 @@ class ReservationInline(ReadOnlyInline):
 class PaymentRequestInline(admin.StackedInline):
     model = PaymentRequest
     can_delete = False
+    show_change_link = True  # the payment's own page: credits, notices, events, review actions
     fields = [
         "asset",
         "chain_id",
