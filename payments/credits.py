@@ -107,3 +107,34 @@ def credit_remove(*, credit: Credit, reason: str, now: dt.datetime | None = None
     Credit.objects.filter(pk=credit.pk, removed_at__isnull=True).update(
         removed_at=now or timezone.now(), removed_reason=reason[:300], final=False, confirmations=0
     )
+
+
+def credit_move(*, credit: Credit, block: dict, reason: str) -> None:
+    """The same transfer, re-mined in another block by a reorg: its confirmations start again there."""
+    history = list(credit.evidence.get("reorgs", [])) if isinstance(credit.evidence, dict) else []
+    history.append(f"{reason}; now in block {int(block['number'], 16)}")
+    evidence = {**(credit.evidence if isinstance(credit.evidence, dict) else {}), "reorgs": history}
+    Credit.objects.filter(pk=credit.pk).update(
+        block_number=int(block["number"], 16),
+        block_hash=block["hash"],
+        block_timestamp=dt.datetime.fromtimestamp(int(block["timestamp"], 16), tz=dt.UTC),
+        confirmations=0,
+        final=False,
+        evidence=evidence,
+        kind=credit_kind(credit.payment, _as_transfer(credit, block)),
+    )
+
+
+def _as_transfer(credit: Credit, block: dict) -> Transfer:
+    return Transfer(
+        network=credit.network,
+        asset=credit.asset,
+        tx_hash=credit.tx_hash,
+        log_index=credit.log_index,
+        block_number=int(block["number"], 16),
+        block_hash=block["hash"],
+        block_timestamp=int(block["timestamp"], 16),
+        sender=credit.sender,
+        recipient=credit.payment.address.lower(),
+        amount=int(credit.amount_base_units),
+    )

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from payments.models import PaymentRequest, PaymentStatus
 from payments.settle import payment_transition
-from shop.orders import OrderPaymentOutcome, order_payment_outcome
+from shop import capacity
+from shop.orders import OrderInputError, OrderPaymentOutcome, order_payment_outcome
 
 P = PaymentStatus
 
@@ -30,6 +31,8 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
     now = timezone.now()
     actor = f"reviewer {reviewer}"
     with transaction.atomic():
+        # Lock order: nodes (an accepted order may need its lots held again), payment, order.
+        capacity.lock_sellable_nodes()
         payment = PaymentRequest.objects.select_for_update().get(pk=payment_id)
         received = int(payment.received_base_units) + _exception_amount(payment)
         if decision == Decision.ACCEPT:
@@ -40,13 +43,17 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
             payment.reviewed_at, payment.reviewed_by = now, reviewer
             payment.save(update_fields=["reviewed_at", "reviewed_by"])
             payment_transition(payment=payment, to=P.CONFIRMED, actor=actor, reason=reason, now=now)
-            order_payment_outcome(
-                order_id=payment.order_id,
-                outcome=OrderPaymentOutcome.PAID,
-                actor=actor,
-                reason=f"payment accepted by a reviewer: {reason}",
-                now=now,
-            )
+            try:
+                order_payment_outcome(
+                    order_id=payment.order_id,
+                    outcome=OrderPaymentOutcome.PAID,
+                    actor=actor,
+                    reason=f"payment accepted by a reviewer: {reason}",
+                    now=now,
+                    hold_missing_lots=True,
+                )
+            except OrderInputError as exc:
+                raise ReviewError(f"{exc.message} The order's lots were released; free a node first.") from None
         elif decision == Decision.REJECT:
             if payment.status == P.REJECTED:
                 raise ReviewError("The payment is already rejected.")

@@ -59,11 +59,11 @@ class _Backoff:
             cooling = sorted((url for url in urls if url not in ready), key=lambda url: self._until[url])
         return ready + cooling
 
-    def failed(self, url: str) -> None:
+    def failed(self, url: str, *, at_least: float = 0.0) -> None:
         with self._lock:
             failures = self._failures.get(url, 0) + 1
             self._failures[url] = failures
-            self._until[url] = time.monotonic() + min(60.0, 0.5 * 2 ** (failures - 1))
+            self._until[url] = time.monotonic() + max(at_least, min(60.0, 0.5 * 2 ** (failures - 1)))
 
     def succeeded(self, url: str) -> None:
         with self._lock:
@@ -88,10 +88,12 @@ class RpcClient:
         self.session = requests.Session()
         self.calls = 0  # JSON-RPC calls made (a batch of n counts n): the benchmark reads these
         self.requests = 0  # HTTP requests made
+        # URLs whose head was stale: not asked again by this client (one pass), whatever they answer.
+        self.excluded: set[str] = set()
 
     def _post(self, payload: Any, check: Callable[[Any], None] | None = None) -> Any:
         failures = []
-        for url in BACKOFF.order(self.urls):
+        for url in BACKOFF.order([url for url in self.urls if url not in self.excluded]):
             self.requests += 1
             try:
                 response = self.session.post(url, json=payload, timeout=self.timeout)
@@ -102,13 +104,15 @@ class RpcClient:
                 if check is not None:
                     check(body)
             except (requests.RequestException, ValueError, RpcUnavailable, StaleHead) as exc:
-                BACKOFF.failed(url)
+                if isinstance(exc, StaleHead):
+                    self.excluded.add(url)
+                BACKOFF.failed(url, at_least=60.0 if isinstance(exc, StaleHead) else 0.0)
                 failures.append(f"{url.split('://')[-1].split('/')[0]}: {type(exc).__name__} {exc}"[:200])
                 log.warning("rpc %s failed: %s", url, exc)
                 continue
             BACKOFF.succeeded(url)
             return body
-        raise RpcUnavailable("; ".join(failures))
+        raise RpcUnavailable("; ".join(failures) or "every RPC URL was set aside (stale head)")
 
     @staticmethod
     def _result(item: dict, method: str) -> Any:

@@ -2,8 +2,8 @@
 
 RPC calls grow with block ranges, not with open orders: one eth_getLogs per block range for all
 token contracts of the network, with topic2 = the OR list of every watched address (chunked).
-Native-coin transfers are found by reading the range's blocks in batches, only while a native-coin
-payment is watched on the network.
+Native-coin transfers are found by reading the range's blocks in batches (payments/native.py), and
+coin forwarded by contracts through one batch of balances for the network's native-coin orders.
 """
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ from django.db.models import Min
 from django.utils import timezone
 
 from payments.credits import (
-    NATIVE_LOG_INDEX,
     TRANSFER_TOPIC,
     Transfer,
     address_topic,
+    credit_move,
     credit_record,
     credit_remove,
     topic_address,
 )
 from payments.models import Asset, Credit, Network, PaymentRequest, PaymentStatus, ScanCursor
+from payments.native import top_level_transfers, unexplained_balance_transfers
 from payments.networks import network_health_record, rpc_client
-from payments.rpc import Head, RpcClient, RpcUnavailable, hex_int
+from payments.rpc import Head, RpcClient, RpcUnavailable
 
 log = logging.getLogger(__name__)
 
 ADDRESSES_PER_LOGS_CALL = 10_000  # anvil refuses requests over about 2 MiB (about 29,000 addresses)
-BLOCKS_PER_BATCH = 100  # native-coin scan: blocks read per batched request
 MAX_RANGES_PER_PASS = 50  # a pass after a long outage stops here; the next one goes on from the cursor
 
 
@@ -90,17 +90,18 @@ def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.d
     report = PassReport(network=network.slug)
     try:
         head = client.head()
-        chain_id, safe_block = client.batch([("eth_chainId", []), ("eth_getBlockByNumber", ["safe", False])])
+        chain_id = client.chain_id()
+        safe = client.tagged_block_number("safe") if network.use_safe_tag else None
     except RpcUnavailable as exc:
         network_health_record(network=network, ok=False, error=str(exc))
         raise
-    if int(chain_id, 16) != network.chain_id:
-        error = f"the RPC serves chain {int(chain_id, 16)}, not {network.chain_id}"
+    if chain_id != network.chain_id:
+        error = f"the RPC serves chain {chain_id}, not {network.chain_id}"
         network_health_record(network=network, ok=False, error=error)
         raise RpcUnavailable(error)
     network_health_record(network=network, ok=True, head=head.number)
     report.head = head.number
-    report.safe = hex_int(safe_block["number"]) if (network.use_safe_tag and safe_block) else None
+    report.safe = safe
 
     watched = watched_payments(now)
     cursor = _cursor(network, head, watched)
@@ -120,7 +121,6 @@ def _scan_new_blocks(network, client, cursor, head, watched, report) -> None:
     topics = [address_topic(address) for address in sorted(by_address)]
     tokens = {asset.contract.lower(): asset for asset in Asset.objects.filter(network=network, contract__isnull=False)}
     native = Asset.objects.filter(network=network, contract__isnull=True).first()
-    native_watched = native is not None and any(p.asset_id == native.pk for p in watched)
     # Re-read the last blocks: a reorg can put a transfer into a block height already scanned.
     start = max(0, cursor.next_block - network.confirmations_required)
     report.from_block = start
@@ -131,18 +131,30 @@ def _scan_new_blocks(network, client, cursor, head, watched, report) -> None:
         transfers: list[Transfer] = []
         if tokens:
             transfers += _token_transfers(network, client, tokens, topics, start, end, by_address, report)
-        if native_watched:
-            transfers += _native_transfers(network, client, native, start, end, by_address)
+        if native is not None:  # any watched address: coin sent to a token order's address goes to review
+            transfers += top_level_transfers(
+                network=network, client=client, asset=native, start=start, end=end, addresses=set(by_address)
+            )
         for transfer in transfers:
-            payment = by_address[transfer.recipient]
-            if credit_record(payment=payment, transfer=transfer) is not None:
-                report.credited += 1
-                report.payments.add(payment.pk)
+            _record(by_address, transfer, report)
         # Only now, with the range stored, may the cursor move past it.
         cursor.next_block = max(cursor.next_block, end + 1)
         cursor.save(update_fields=["next_block"])
         report.to_block = end
         start = end + 1
+    if native is not None:
+        own = [p for p in watched if p.asset_id == native.pk]
+        for transfer in unexplained_balance_transfers(
+            network=network, client=client, asset=native, payments=own, head=head.number
+        ):
+            _record(by_address, transfer, report)
+
+
+def _record(by_address: dict, transfer: Transfer, report: PassReport) -> None:
+    payment = by_address[transfer.recipient]
+    if credit_record(payment=payment, transfer=transfer) is not None:
+        report.credited += 1
+        report.payments.add(payment.pk)
 
 
 def _token_transfers(network, client, tokens, topics, start, end, by_address, report) -> list[Transfer]:
@@ -192,41 +204,6 @@ def _block_timestamps(client: RpcClient, numbers: Iterable[str]) -> dict[str, st
     return {number: block["timestamp"] for number, block in zip(numbers, blocks, strict=True) if block}
 
 
-def _native_transfers(network, client, native, start, end, by_address) -> list[Transfer]:
-    candidates = []
-    for numbers in chunks(list(range(start, end + 1)), BLOCKS_PER_BATCH):
-        blocks = client.batch([("eth_getBlockByNumber", [hex(number), True]) for number in numbers])
-        for block in blocks:
-            for tx in (block or {}).get("transactions", []):
-                recipient = (tx.get("to") or "").lower()
-                if recipient in by_address and int(tx["value"], 16) > 0:
-                    candidates.append((block, tx))
-    if not candidates:
-        return []
-    receipts = client.batch([("eth_getTransactionReceipt", [tx["hash"]]) for _block, tx in candidates])
-    return [
-        native_transfer(network=network, asset=native, block=block, tx=tx)
-        for (block, tx), receipt in zip(candidates, receipts, strict=True)
-        if receipt and int(receipt["status"], 16) == 1  # a reverted transaction moved nothing
-    ]
-
-
-def native_transfer(*, network: Network, asset: Asset, block: dict, tx: dict) -> Transfer:
-    return Transfer(
-        network=network,
-        asset=asset,
-        tx_hash=tx["hash"],
-        log_index=NATIVE_LOG_INDEX,
-        block_number=int(block["number"], 16),
-        block_hash=block["hash"],
-        block_timestamp=int(block["timestamp"], 16),
-        sender=tx["from"].lower(),
-        recipient=tx["to"].lower(),
-        amount=int(tx["value"], 16),
-        raw={key: tx.get(key) for key in ("hash", "from", "to", "value", "blockNumber", "blockHash", "nonce", "input")},
-    )
-
-
 def _reconfirm(network: Network, client: RpcClient, head: Head, report: PassReport) -> None:
     """Until final, each credit's receipt is fetched again: gone or moved means a reorg."""
     pending = list(Credit.objects.filter(network=network, removed_at__isnull=True, final=False))
@@ -235,18 +212,14 @@ def _reconfirm(network: Network, client: RpcClient, head: Head, report: PassRepo
     receipts = client.batch([("eth_getTransactionReceipt", [credit.tx_hash]) for credit in pending])
     for credit, receipt in zip(pending, receipts, strict=True):
         report.payments.add(credit.payment_id)
-        if receipt is None:
-            credit_remove(
-                credit=credit, reason=f"the transaction vanished from the chain (reorg) at head {head.number}"
-            )
+        if receipt is None or int(receipt["status"], 16) != 1:
+            credit_remove(credit=credit, reason=f"reorg: the transaction vanished from the chain (head {head.number})")
             report.removed += 1
             continue
         if receipt["blockHash"].lower() != credit.block_hash.lower():
-            credit_remove(
-                credit=credit,
-                reason=f"block {credit.block_number} was replaced (reorg); the transaction is now in block "
-                f"{int(receipt['blockNumber'], 16)}",
-            )
+            # Re-mined elsewhere (perhaps lower than the blocks a pass re-reads): follow it there.
+            block = client.call("eth_getBlockByNumber", [receipt["blockNumber"], False])
+            credit_move(credit=credit, block=block, reason=f"reorg: block {credit.block_number} was replaced")
             report.removed += 1
             continue
         confirmations = head.number - credit.block_number + 1

@@ -77,6 +77,14 @@ def payment_status_for(payment: PaymentRequest, credits: list) -> tuple[str, int
     return P.UNDERPAID, received, confirmations
 
 
+def _reason(status: str, credits: list) -> str:
+    """The policy's reason, and the reorg behind it when a transfer was taken away."""
+    removed = sorted((c for c in credits if c.removed_at is not None), key=lambda c: c.removed_at)
+    if removed and status in (P.PENDING, P.DETECTED, P.UNDERPAID):
+        return f"{REASONS[status]} ({removed[-1].removed_reason})"
+    return REASONS[status]
+
+
 def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: str, now: dt.datetime) -> None:
     """Save the new status and write its event row. The caller holds the payment's row lock."""
     PaymentEvent.objects.create(
@@ -93,21 +101,28 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
         payment = PaymentRequest.objects.select_for_update().filter(pk=payment_id).first()
         if payment is None:
             return None
-        status, received, confirmations = payment_status_for(payment, list(payment.credits.all()))
+        credits = list(payment.credits.all())
+        status, received, confirmations = payment_status_for(payment, credits)
         payment.received_base_units = received
         payment.confirmations = confirmations
+        counted = [credit for credit in credits if credit.removed_at is None]
         if payment.reviewed_at is not None:
-            # A reviewer settled this payment: keep their decision, refresh the figures only.
-            payment.save(update_fields=["received_base_units", "confirmations"])
-            return payment.status
+            if counted or payment.status != P.CONFIRMED:
+                # A reviewer settled this payment: keep their decision, refresh the figures only.
+                payment.save(update_fields=["received_base_units", "confirmations"])
+                return payment.status
+            # What the reviewer accepted was taken away by a reorg: the decision no longer holds.
+            payment.reviewed_at, payment.reviewed_by = None, ""
+            payment.save(update_fields=["reviewed_at", "reviewed_by"])
         if status == P.OVERPAID and payment.refund_decided_at is None:
             payment.refund_due_base_units = received - int(payment.amount_base_units)
         if status == payment.status:
             payment.save(update_fields=["received_base_units", "confirmations", "refund_due_base_units"])
             return status
-        payment_transition(payment=payment, to=status, actor="system", reason=REASONS[status], now=now)
+        reason = _reason(status, credits)
+        payment_transition(payment=payment, to=status, actor="system", reason=reason, now=now)
         order_payment_outcome(
-            order_id=payment.order_id, outcome=OUTCOME[status], reason=f"payment {status}: {REASONS[status]}", now=now
+            order_id=payment.order_id, outcome=OUTCOME[status], reason=f"payment {status}: {reason}", now=now
         )
         if status in EMAIL_FOR:
             from payments.tasks import payment_email_task

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from payments.models import Network, PaymentRequest
 from payments.networks import rpc_urls
-from payments.rpc import RpcUnavailable
+from payments.rpc import RpcError
 from payments.scan import scan_network
 from payments.settle import payment_settle
 from payments.verify import notice_verify
@@ -22,7 +22,8 @@ from shop.orders import order_status_path
 
 log = logging.getLogger(__name__)
 SCAN_LEASE = dt.timedelta(minutes=5)
-TRANSIENT = (RpcUnavailable, ConnectionError, TimeoutError)
+# A node answering with an error is usually a node behind the others: retried too, within the limit.
+TRANSIENT = (RpcError, ConnectionError, TimeoutError)
 
 
 def scan_lease_claim(network: Network, now: dt.datetime) -> bool:

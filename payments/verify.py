@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from payments.credits import TRANSFER_TOPIC, Transfer, address_topic, credit_record, topic_address
 from payments.models import Asset, Network, Notice, PaymentRequest
+from payments.native import traced_transfers_in_tx, transfer_from_tx
 from payments.networks import networks_offered, rpc_client
 from payments.rpc import RpcUnavailable
-from payments.scan import native_transfer
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,11 @@ def transfers_in_tx(*, network: Network, payment: PaymentRequest, tx_hash: str) 
     if native is not None and (receipt.get("to") or "").lower() == recipient:
         tx = client.call("eth_getTransactionByHash", [tx_hash])
         if tx and int(tx["value"], 16) > 0:
-            transfers.append(native_transfer(network=network, asset=native, block=block, tx=tx))
+            transfers.append(transfer_from_tx(network=network, asset=native, block=block, tx=tx))
+    elif native is not None:  # coin a contract (a smart wallet, an exchange) forwarded inside the transaction
+        transfers += traced_transfers_in_tx(
+            network=network, client=client, asset=native, block=block, tx_hash=tx_hash, recipient=recipient
+        )
     if not transfers:
         return [], f"found on {network.name}, but it pays another address or an unknown token"
     return transfers, f"found on {network.name} in block {int(receipt['blockNumber'], 16)}"

@@ -243,7 +243,13 @@ OUTCOME_TARGETS = {
 
 
 def order_payment_outcome(
-    *, order_id: int, outcome: str, reason: str, actor: str = "system", now: dt.datetime | None = None
+    *,
+    order_id: int,
+    outcome: str,
+    reason: str,
+    actor: str = "system",
+    now: dt.datetime | None = None,
+    hold_missing_lots: bool = False,
 ) -> Order:
     """The one door from payments into shop. Runs inside the payment's transaction (lock order:
     payment, then order). Lots are held without a deadline once money is seen or paid."""
@@ -265,6 +271,8 @@ def order_payment_outcome(
         # e.g. money for an order that is already being prepared: evidence for staff, no move.
         log.warning("order %s: payment outcome %s ignored in status %s", order.reference, outcome, order.status)
         return order
+    if hold_missing_lots and target == S.PAID:
+        _hold_missing_lots(order=order, now=now)
     live = order.reservations.filter(released_at__isnull=True)
     if target in (S.PAID, S.NEEDS_REVIEW):
         live.update(expires_at=None)
@@ -273,6 +281,21 @@ def order_payment_outcome(
     elif target == S.CANCELLED:
         capacity.release_lots(order=order, now=now, reason=reason)
     return order
+
+
+def _hold_missing_lots(*, order: Order, now: dt.datetime) -> None:
+    """Hold again the lots of an order whose holds lapsed (money accepted after it expired).
+    The caller holds the node locks (first in the lock order)."""
+    _expire_overdue_locked(now=now)  # lapsed holds are released first, so free nodes can be reserved
+    missing = order.lots - order.reservations.filter(released_at__isnull=True).count()
+    if missing <= 0:
+        return
+    try:
+        capacity.reserve_lots(order=order, lots=missing, expires_at=None, now=now)
+    except capacity.SoldOut as exc:
+        from shop.order_input import only_available_message  # order_input imports this module
+
+        raise OrderInputError("lots", only_available_message(exc.available)) from None
 
 
 def order_cancel(*, order_id: int, actor: str, reason: str) -> Order:

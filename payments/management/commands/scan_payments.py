@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand
 
 from payments.models import Network
 from payments.networks import rpc_urls
-from payments.rpc import RpcUnavailable
+from payments.rpc import RpcError
 from payments.scan import scan_network
 
 
@@ -20,9 +20,9 @@ class Command(BaseCommand):
                 continue
             try:
                 report = scan_network(network=network)
-            except RpcUnavailable as exc:
+            except RpcError as exc:
                 failed += 1
-                self.stderr.write(f"{network.slug}: RPC unavailable: {exc}")
+                self.stderr.write(f"{network.slug}: RPC failed: {exc}")
                 continue
             self.stdout.write(str(report))
         if failed:

@@ -1,0 +1,162 @@
+"""Native-coin transfers (ETH, BNB, POL), which leave no log.
+
+Two ways in: a plain transaction to the deposit address (read from the range's blocks, batched), and
+coin forwarded by a contract (a smart-contract wallet, an exchange's batch): the deposit address's
+balance, read in one batch for native-coin orders, shows more than the credits explain, and a
+call trace of the block where it rose names the transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from payments.credits import NATIVE_LOG_INDEX, Transfer
+from payments.models import Asset, Credit, Network, PaymentRequest
+from payments.rpc import RpcClient, RpcResponseError
+
+log = logging.getLogger(__name__)
+
+BLOCKS_PER_BATCH = 100
+# Coin forwarded inside a transaction: log index -1000 - <position of the call in the trace>.
+INTERNAL_LOG_INDEX_BASE = -1000
+CALL_TRACER = {"tracer": "callTracer"}
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def transfer_from_tx(*, network: Network, asset: Asset, block: dict, tx: dict) -> Transfer:
+    return Transfer(
+        network=network,
+        asset=asset,
+        tx_hash=tx["hash"],
+        log_index=NATIVE_LOG_INDEX,
+        block_number=int(block["number"], 16),
+        block_hash=block["hash"],
+        block_timestamp=int(block["timestamp"], 16),
+        sender=tx["from"].lower(),
+        recipient=tx["to"].lower(),
+        amount=int(tx["value"], 16),
+        raw={key: tx.get(key) for key in ("hash", "from", "to", "value", "blockNumber", "blockHash", "nonce")},
+    )
+
+
+def top_level_transfers(
+    *, network: Network, client: RpcClient, asset: Asset, start: int, end: int, addresses: set[str]
+) -> list[Transfer]:
+    """Plain transactions with value to a watched address in [start, end]; reverted ones moved nothing."""
+    candidates = []
+    for numbers in _chunks(list(range(start, end + 1)), BLOCKS_PER_BATCH):
+        blocks = client.batch([("eth_getBlockByNumber", [hex(number), True]) for number in numbers])
+        for block in blocks:
+            for tx in (block or {}).get("transactions", []):
+                if (tx.get("to") or "").lower() in addresses and int(tx["value"], 16) > 0:
+                    candidates.append((block, tx))
+    if not candidates:
+        return []
+    receipts = client.batch([("eth_getTransactionReceipt", [tx["hash"]]) for _block, tx in candidates])
+    return [
+        transfer_from_tx(network=network, asset=asset, block=block, tx=tx)
+        for (block, tx), receipt in zip(candidates, receipts, strict=True)
+        if receipt and int(receipt["status"], 16) == 1
+    ]
+
+
+def _internal_calls(frame: dict, recipient: str, found: list, counter: list[int], depth: int = 0) -> None:
+    """Depth-first over a callTracer frame: value-carrying calls into `recipient` below the top level."""
+    counter[0] += 1
+    position = counter[0]
+    pays = (frame.get("to") or "").lower() == recipient and int(frame.get("value") or "0x0", 16) > 0
+    moved = frame.get("type", "CALL") in ("CALL", "CREATE", "CREATE2", "SELFDESTRUCT") and not frame.get("error")
+    if depth > 0 and pays and moved:
+        found.append((position, frame["from"].lower(), int(frame["value"], 16)))
+    for child in frame.get("calls") or []:
+        _internal_calls(child, recipient, found, counter, depth + 1)
+
+
+def internal_transfers(
+    *, network: Network, asset: Asset, block: dict, tx_hash: str, trace: dict, recipient: str
+) -> list[Transfer]:
+    found: list = []
+    _internal_calls(trace, recipient, found, [0])
+    return [
+        Transfer(
+            network=network,
+            asset=asset,
+            tx_hash=tx_hash,
+            log_index=INTERNAL_LOG_INDEX_BASE - position,
+            block_number=int(block["number"], 16),
+            block_hash=block["hash"],
+            block_timestamp=int(block["timestamp"], 16),
+            sender=sender,
+            recipient=recipient,
+            amount=value,
+            raw={"trace_position": position, "from": sender, "to": recipient, "value": hex(value)},
+        )
+        for position, sender, value in found
+    ]
+
+
+def traced_transfers_in_tx(
+    *, network: Network, client: RpcClient, asset: Asset, block: dict, tx_hash: str, recipient: str
+) -> list[Transfer]:
+    """Coin a contract forwarded to `recipient` inside one transaction; [] where tracing is unsupported."""
+    try:
+        trace = client.call("debug_traceTransaction", [tx_hash, CALL_TRACER])
+    except RpcResponseError as exc:
+        log.warning("%s: cannot trace %s (%s)", network.slug, tx_hash, exc)
+        return []
+    return internal_transfers(
+        network=network, asset=asset, block=block, tx_hash=tx_hash, trace=trace, recipient=recipient
+    )
+
+
+def unexplained_balance_transfers(
+    *, network: Network, client: RpcClient, asset: Asset, payments: list[PaymentRequest], head: int
+) -> list[Transfer]:
+    """One batch of balances for the network's native-coin orders; where a balance exceeds what the
+    credits explain, find the block where it rose (bisection) and trace it for the forwarding call."""
+    if not payments:
+        return []
+    balances = client.batch([("eth_getBalance", [payment.address, hex(head)]) for payment in payments])
+    transfers = []
+    for payment, balance in zip(payments, balances, strict=True):
+        credits = list(Credit.objects.filter(payment=payment, network=network, asset=asset, removed_at__isnull=True))
+        if int(balance, 16) <= sum(int(credit.amount_base_units) for credit in credits):
+            continue
+        try:
+            transfers += _find_forwarded(network, client, asset, payment, credits, head)
+        except RpcResponseError as exc:  # no historical state or no tracing on this node
+            log.warning("%s: unexplained balance at %s, cannot locate it: %s", network.slug, payment.address, exc)
+    return transfers
+
+
+def _find_forwarded(network, client, asset, payment, credits, head) -> list[Transfer]:
+    def unexplained_at(number: int) -> bool:
+        balance = int(client.call("eth_getBalance", [payment.address, hex(number)]), 16)
+        return balance > sum(int(c.amount_base_units) for c in credits if c.block_number <= number)
+
+    low, high = payment.start_block, head  # the lowest block where the balance is unexplained
+    while low < high:
+        middle = (low + high) // 2
+        if unexplained_at(middle):
+            high = middle
+        else:
+            low = middle + 1
+    block = client.call("eth_getBlockByNumber", [hex(low), False])
+    traces = client.call("debug_traceBlockByNumber", [hex(low), CALL_TRACER])
+    recipient = payment.address.lower()
+    transfers = []
+    for entry in traces:
+        transfers += internal_transfers(
+            network=network,
+            asset=asset,
+            block=block,
+            tx_hash=entry["txHash"],
+            trace=entry["result"],
+            recipient=recipient,
+        )
+    return transfers
