@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from config.health import healthz
+from shop.views import manifest_public_key
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -12,5 +13,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/v1/", include("shop.api_urls")),
     path("healthz", healthz, name="healthz"),
+    path("ops/", include("provisioning.urls")),
+    path("manifest-key.pub", manifest_public_key, name="manifest_public_key"),
     path("", include("shop.urls")),
 ]

@@ -34,7 +34,19 @@ class Node(models.Model):
     gpu_model = models.CharField(max_length=100, default="NVIDIA B200")
     gpu_count = models.PositiveSmallIntegerField(default=2)
     python = models.CharField(max_length=255, default="python3", help_text="The Python that runs the preflight.")
+    preflight_device = models.CharField(
+        max_length=8, choices=[("cuda", "cuda"), ("cpu", "cpu (development)")], default="cuda"
+    )
+    thresholds = models.JSONField(
+        default=dict, blank=True, help_text="Preflight thresholds for this node type (empty: the B200 defaults)."
+    )
+    accounts_root = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="Empty: customer accounts are real accounts on the node. A directory: a sandboxed user database.",
+    )
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.AVAILABLE)
+    state_reason = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -42,3 +54,88 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    PASSED = "passed", "passed"
+    FAILED = "failed", "failed"  # the preflight ran and a check failed
+    ERROR = "error", "error"  # the node could not be reached, timed out, or the run broke
+
+
+class PreparationRun(models.Model):
+    """One attempt to prepare one node for an order: connect, copy, set up, preflight, grant access."""
+
+    order = models.ForeignKey("shop.Order", on_delete=models.CASCADE, related_name="preparation_runs")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="preparation_runs")
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    step = models.CharField(max_length=40, blank=True, help_text="What the run is doing now.")
+    progress = models.PositiveSmallIntegerField(default=0, help_text="Percent.")
+    log = models.TextField(blank=True)
+    report = models.JSONField(null=True, blank=True)
+    report_sha256 = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("prepare_order", "Can trigger and retry the preparation of a paid order")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["order", "node"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="one_open_run_per_order_node",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.order_id} on {self.node_id} ({self.status})"
+
+
+class AccessGrant(models.Model):
+    """A customer's account on one node, bound to the order for its whole term."""
+
+    order = models.ForeignKey("shop.Order", on_delete=models.CASCADE, related_name="access_grants")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="access_grants")
+    account = models.CharField(max_length=32)
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField()
+    host_key_fingerprint = models.CharField(max_length=100)
+    ssh_key_fingerprint = models.CharField(max_length=100)
+    granted_at = models.DateTimeField(default=timezone.now)
+    ends_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    reminders_sent = models.JSONField(default=list, blank=True, help_text="Hours before the end already reminded.")
+
+    class Meta:
+        ordering = ["granted_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node"], condition=models.Q(revoked_at__isnull=True), name="one_live_grant_per_node"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account}@{self.host}:{self.port}"
+
+    @property
+    def ssh_command(self) -> str:
+        port = f" -p {self.port}" if self.port != 22 else ""
+        return f"ssh{port} {self.account}@{self.host}"
+
+
+class Manifest(models.Model):
+    """The signed chain of evidence handed to the customer with access."""
+
+    order = models.OneToOneField("shop.Order", on_delete=models.CASCADE, related_name="manifest")
+    body = models.JSONField()
+    signature = models.CharField(max_length=200, help_text="Ed25519 over the canonical JSON, base64.")
+    public_key = models.CharField(max_length=100)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"manifest of {self.order_id}"

@@ -167,7 +167,10 @@ class OrderOutput(serializers.Serializer):
     hypothesis = serializers.CharField()
     created_at = serializers.DateTimeField()
     payment = PaymentOutput()
-    access = serializers.DictField(allow_null=True)
+    access = serializers.DictField(
+        allow_null=True, help_text="host, port, user, host_key_fingerprint, ssh_command, ends_at, nodes"
+    )
+    preparation_progress = serializers.ListField(child=serializers.DictField())
     manifest_url = serializers.URLField(allow_null=True)
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from provisioning.api import OrderPrepareApi
 from shop import api
 
 urlpatterns = [
@@ -9,4 +10,5 @@ urlpatterns = [
     path("orders/", api.OrderCreateApi.as_view(), name="api_order_create"),
     path("orders/<str:reference>/", api.OrderDetailApi.as_view(), name="api_order_detail"),
     path("orders/<str:reference>/paid/", api.OrderPaidApi.as_view(), name="api_order_paid"),
+    path("orders/<str:reference>/prepare/", OrderPrepareApi.as_view(), name="api_order_prepare"),
 ]

@@ -61,3 +61,10 @@ def release_lots(*, order: Order, now: dt.datetime, reason: str) -> int:
     return Reservation.objects.filter(order=order, released_at__isnull=True).update(
         released_at=now, release_reason=reason
     )
+
+
+def release_lots_on(*, order: Order, node_id: int, now: dt.datetime, reason: str) -> int:
+    """Release the order's hold on one node (a node that failed its preflight)."""
+    return Reservation.objects.filter(order=order, node_id=node_id, released_at__isnull=True).update(
+        released_at=now, release_reason=reason
+    )

@@ -72,6 +72,10 @@ class Preparation(LocalizedTextMixin, models.Model):
     description_fr = models.TextField(blank=True)
     position = models.PositiveSmallIntegerField(default=0)
     active = models.BooleanField(default=True)
+    # What the node gets: a setup step (shell, run on the node before the preflight) and the preflight
+    # profile that proves it (checks, extensions, shard or not; see provisioning/preflight/profile.py).
+    setup_script = models.TextField(blank=True, help_text="Run on the node before the preflight (bash).")
+    preflight_profile = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["position", "slug"]
@@ -137,6 +141,9 @@ class Order(models.Model):
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The rental clock starts when access works, not at payment.
+    active_since = models.DateTimeField(null=True, blank=True)
+    ends_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

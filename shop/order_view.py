@@ -8,7 +8,7 @@ from django.http import HttpRequest
 
 from payments.models import PaymentStatus
 from payments.quotes import eip681_uri, format_units
-from shop.models import Order
+from shop.models import Order, OrderStatus
 from shop.orders import order_status_path
 
 # While the payment can still move by itself, the order page refreshes itself.
@@ -71,6 +71,41 @@ def order_representation(order: Order, *, token: str, request: HttpRequest) -> d
         "hypothesis": order.hypothesis_text,
         "created_at": order.created_at,
         "payment": payment_representation(order),
-        "access": None,  # once the order is active (provisioning)
-        "manifest_url": None,
+        "access": access_representation(order),
+        "manifest_url": (
+            request.build_absolute_uri(order_status_path(order) + "manifest.json")
+            if order.status in (OrderStatus.ACTIVE, OrderStatus.ENDED) and hasattr(order, "manifest")
+            else None
+        ),
+        "preparation_progress": preparation_progress(order),
     }
+
+
+def access_representation(order: Order) -> dict[str, Any] | None:
+    """Host, port, user, the host-key fingerprint, the ssh command and the end, once access works."""
+    if order.status != OrderStatus.ACTIVE:
+        return None
+    grants = list(order.access_grants.filter(revoked_at__isnull=True).order_by("node__name"))
+    if not grants:
+        return None
+    nodes = [
+        {
+            "host": g.host,
+            "port": g.port,
+            "user": g.account,
+            "host_key_fingerprint": g.host_key_fingerprint,
+            "ssh_command": g.ssh_command,
+            "ends_at": order.ends_at,
+        }
+        for g in grants
+    ]
+    return {**nodes[0], "nodes": nodes}
+
+
+def preparation_progress(order: Order) -> list[dict[str, Any]]:
+    if order.status not in (OrderStatus.PREPARING, OrderStatus.PREPARATION_FAILED):
+        return []
+    return [
+        {"node": run.node.name, "status": run.status, "step": run.step, "progress": run.progress}
+        for run in order.preparation_runs.select_related("node").order_by("created_at")
+    ]

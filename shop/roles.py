@@ -29,6 +29,10 @@ ROLES = {
             "provisioning.view_node",
             "provisioning.add_node",
             "provisioning.change_node",
+            "provisioning.prepare_order",
+            "provisioning.view_preparationrun",
+            "provisioning.view_accessgrant",
+            "provisioning.view_manifest",
         ],
     ),
 }

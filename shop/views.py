@@ -10,7 +10,7 @@ from typing import Any
 
 import segno
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
@@ -18,9 +18,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from payments.networks import networks_offered
 from payments.notices import payment_notice_submit
+from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import catalog_current
 from shop.forms import ConfigureForm, ContactForm, PaidForm, PaymentForm
-from shop.models import Duration, LotSpec, Order, Preparation, order_total_usd
+from shop.models import Duration, LotSpec, Order, OrderStatus, Preparation, order_total_usd
 from shop.order_input import OrderInputErrors, build_order_request
 from shop.order_view import order_representation
 from shop.orders import OrderInputError, order_create, order_for_token, order_status_path
@@ -216,7 +217,9 @@ def _status_page(
         "status_url": view["status_url"],
         "total_usd": Decimal(view["total_usd"]),
         "paid_form": paid_form or PaidForm(),
-        "refresh_seconds": STATUS_REFRESH_SECONDS if view["payment"]["watching"] else None,
+        "refresh_seconds": STATUS_REFRESH_SECONDS
+        if view["payment"]["watching"] or order.status == OrderStatus.PREPARING
+        else None,
     }
     return render(request, "shop/order_status.html", context, status=status)
 
@@ -240,3 +243,19 @@ def order_paid(request: HttpRequest, reference: str, token: str) -> HttpResponse
             messages.success(request, _("Thank you: we are checking the chain now. This page updates by itself."))
             return redirect(order_status_path(order))
     return _status_page(request, order, token, paid_form=form, status=400)
+
+
+def order_manifest(request: HttpRequest, reference: str, token: str) -> JsonResponse:
+    """The signed manifest, for the customer to keep and verify offline (see /manifest-key.pub)."""
+    order = _order_or_404(reference, token)
+    manifest = getattr(order, "manifest", None)
+    if manifest is None:
+        raise Http404
+    response = JsonResponse(manifest_document(manifest), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="manifest-{order.reference}.json"'
+    return response
+
+
+def manifest_public_key(request: HttpRequest) -> HttpResponse:
+    """The shop's Ed25519 public key (base64, raw 32 bytes) that signs every manifest."""
+    return HttpResponse(public_key_b64() + "\n", content_type="text/plain")

@@ -17,6 +17,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 DEV_SECRET_KEY = "dev-insecure-secret-key-do-not-use-in-production"  # noqa: S105
 # An account-level (m/44'/60'/0') public key whose mnemonic was thrown away when it was made:
 # nobody holds its private half, and it is not the well-known development mnemonic of anvil.
+# Ed25519 key that signs manifests in development only (base64 of 32 bytes); production refuses it.
+DEV_MANIFEST_SIGNING_KEY = "ZGV2ZWxvcG1lbnQgbWFuaWZlc3Qga2V5IG9ubHkhISE="  # noqa: S105
 DEV_PAYMENTS_XPUB = (
     "xpub6DG4MToYnNQ7Kr1frmWsQotXvUFiWAxNibVaTgepgxthUSyqTCmiCPMM99YFnGHWYh6iWbZ237si6AvpmctqjuC8HfwQ7eK3zKYbJt5tRpr"
 )
@@ -153,6 +155,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "payments.tasks.scan_all_networks_task",
         "schedule": float(SCAN_INTERVAL_SECONDS),
     },
+    "revoke-ended-access": {"task": "provisioning.tasks.access_revoke_due_task", "schedule": 60.0},
+    "remind-before-the-end": {"task": "provisioning.tasks.access_reminders_task", "schedule": 600.0},
 }
 
 REST_FRAMEWORK = {
@@ -189,6 +193,11 @@ DEV_NATIVE_USD_RATE = env_str("DEV_NATIVE_USD_RATE", "3000")
 RPC_TIMEOUT_SECONDS = env_int("RPC_TIMEOUT_SECONDS", 5)
 # `CHAIN_RPC_URLS_<NETWORK>` are read per network by payments.networks; this is the local default.
 DEFAULT_LOCAL_RPC_URL = "http://127.0.0.1:8545"
+
+# Provisioning
+MANIFEST_SIGNING_KEY = env_str("MANIFEST_SIGNING_KEY", DEV_MANIFEST_SIGNING_KEY)
+PREFLIGHT_TIMEOUT_SECONDS = env_int("PREFLIGHT_TIMEOUT_SECONDS", 1800)
+REMINDER_HOURS = (72, 24, 1)
 
 LOGGING = {
     "version": 1,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import secrets
 import subprocess
 import sys
 
@@ -9,7 +11,7 @@ import pytest
 from bip_utils import Bip39MnemonicGenerator, Bip39SeedGenerator, Bip39WordsNum, Bip44, Bip44Changes, Bip44Coins
 from django.core.management.utils import get_random_secret_key
 
-from config.settings.base import DEV_PAYMENTS_XPUB, DEV_SECRET_KEY
+from config.settings.base import DEV_MANIFEST_SIGNING_KEY, DEV_PAYMENTS_XPUB, DEV_SECRET_KEY
 from tests.project.conftest import clean_environment
 from tests.servers import ROOT
 
@@ -26,6 +28,7 @@ def real_values(**overrides: str) -> dict[str, str]:
         "DJANGO_SECRET_KEY": get_random_secret_key(),
         "PAYMENTS_XPUB": random_account().PublicKey().ToExtended(),
         "DJANGO_ALLOWED_HOSTS": "shop.example.org",
+        "MANIFEST_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
     }
     values.update(overrides)
     return {key: value for key, value in values.items() if value is not None}
@@ -71,6 +74,11 @@ def test_production_starts_with_real_values_and_debug_off():
             "the development payments key",
             real_values(PAYMENTS_XPUB=DEV_PAYMENTS_XPUB),
             "PAYMENTS_XPUB is the development key: set the shop's own account xpub",
+        ),
+        (
+            "the development manifest key",
+            real_values(MANIFEST_SIGNING_KEY=DEV_MANIFEST_SIGNING_KEY),
+            "MANIFEST_SIGNING_KEY is the development key: set the shop's own Ed25519 key",
         ),
         (
             "no allowed hosts",

@@ -1,0 +1,141 @@
+"""Access: a per-order account on each node with the customer's key, handed over, reminded, revoked.
+
+The account is bound to the order for its whole term (never rotated away). Its key carries an
+`expiry-time` one day after the planned end, a backstop: revocation at the end removes the account.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from provisioning.drivers import driver_for
+from provisioning.drivers.base import Driver, DriverError
+from provisioning.manifest import manifest_create
+from provisioning.models import AccessGrant, Node, NodeState, PreparationRun
+from shop import capacity
+from shop.models import Order, OrderStatus
+from shop.orders import order_transition
+
+log = logging.getLogger(__name__)
+S = OrderStatus
+KEY_BACKSTOP = dt.timedelta(days=1)
+
+
+def account_name(order: Order) -> str:
+    """`o-` and the reference, lower case, without dashes: B2-K4MQ-9XDA -> o-b2k4mq9xda."""
+    return "o-" + re.sub(r"[^a-z0-9]", "", order.reference.lower())
+
+
+def _access_tool(driver: Driver, node: Node, *args: str) -> None:
+    argv = [node.python, f"{driver.workdir}/provisioning/node_tools/access.py", *args]
+    if node.accounts_root:
+        argv += ["--users-prefix", node.accounts_root]
+    result = driver.run(argv, timeout=120)
+    if result.exit_code != 0:
+        raise DriverError(f"access tool {args[0]} failed ({result.exit_code}): {result.stderr.strip()[-500:]}")
+
+
+def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
+    """Create (or find) the order's account on the run's node. Idempotent."""
+    order, node = run.order, run.node
+    planned_end = timezone.now() + dt.timedelta(days=order.duration_days)
+    key_file = f"{driver.workdir}/customer.pub"
+    driver.put_file((order.ssh_public_key.strip() + "\n").encode(), key_file, mode=0o644)
+    account = account_name(order)
+    _access_tool(
+        driver,
+        node,
+        "grant",
+        "--account",
+        account,
+        "--key-file",
+        key_file,
+        "--expires",
+        (planned_end + KEY_BACKSTOP).isoformat(),
+    )
+    grant, _ = AccessGrant.objects.get_or_create(
+        order=order,
+        node=node,
+        revoked_at=None,
+        defaults={
+            "account": account,
+            "host": node.host or "127.0.0.1",
+            "port": node.port,
+            "host_key_fingerprint": driver.host_key_fingerprint(),
+            "ssh_key_fingerprint": order.ssh_key_fingerprint,
+            "ends_at": planned_end,
+        },
+    )
+    return grant
+
+
+def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetime) -> None:
+    """Every node passed: the rental clock starts now. Runs in preparation_conclude's transaction."""
+    order.active_since = now
+    order.ends_at = now + dt.timedelta(days=order.duration_days)
+    order.save(update_fields=["active_since", "ends_at"])
+    order_transition(order=order, to=S.ACTIVE, actor="system", reason="every node passed its preflight", now=now)
+    grants = list(order.access_grants.filter(revoked_at__isnull=True).select_related("node"))
+    AccessGrant.objects.filter(pk__in=[g.pk for g in grants]).update(ends_at=order.ends_at)
+    Node.objects.filter(pk__in=[run.node_id for run in runs]).update(state=NodeState.IN_USE, state_reason="")
+    manifest_create(order=order, runs=runs, grants=grants)
+    from provisioning.tasks import access_email_task
+
+    transaction.on_commit(lambda: access_email_task.delay(order.pk, "access_ready"), robust=True)
+
+
+def access_revoke(*, grant_id: int) -> bool:
+    """Remove the account from its node; when the order's last grant goes, the rental has ended."""
+    grant = AccessGrant.objects.select_related("node", "order").filter(pk=grant_id, revoked_at__isnull=True).first()
+    if grant is None:
+        return False
+    with driver_for(grant.node) as driver:
+        driver.put_file(b"", f"{driver.workdir}/.keep")
+        _ensure_tool(driver)
+        _access_tool(driver, grant.node, "revoke", "--account", grant.account)
+    now = timezone.now()
+    with transaction.atomic():
+        capacity.lock_sellable_nodes()
+        order = Order.objects.select_for_update().get(pk=grant.order_id)
+        AccessGrant.objects.filter(pk=grant.pk).update(revoked_at=now)
+        Node.objects.filter(pk=grant.node_id).update(state=NodeState.AVAILABLE)
+        capacity.release_lots_on(order=order, node_id=grant.node_id, now=now, reason="rental ended")
+        if order.status == S.ACTIVE and not order.access_grants.filter(revoked_at__isnull=True).exists():
+            order_transition(
+                order=order, to=S.ENDED, actor="system", reason="the rental ended; access revoked", now=now
+            )
+    return True
+
+
+def _ensure_tool(driver: Driver) -> None:
+    """A revocation may run on a fresh driver workdir: ship the access tool there again."""
+    from provisioning.bundle import node_bundle
+
+    driver.put_file(node_bundle(), f"{driver.workdir}/bundle.tar.gz")
+    result = driver.run(["tar", "-xzf", f"{driver.workdir}/bundle.tar.gz", "-C", driver.workdir], timeout=60)
+    if result.exit_code != 0:
+        raise DriverError(f"unpacking the access tool failed: {result.stderr[-300:]}")
+
+
+def grants_due(now: dt.datetime):
+    return AccessGrant.objects.filter(revoked_at__isnull=True, ends_at__lte=now)
+
+
+def reminders_due(now: dt.datetime) -> list[tuple[AccessGrant, int]]:
+    """(grant, hours) for each reminder whose moment has come and that was not sent yet, one per order."""
+    due, seen = [], set()
+    for grant in AccessGrant.objects.filter(revoked_at__isnull=True, ends_at__gt=now).select_related("order"):
+        if grant.order_id in seen:
+            continue
+        left = (grant.ends_at - now).total_seconds() / 3600
+        pending = [hours for hours in settings.REMINDER_HOURS if left <= hours and hours not in grant.reminders_sent]
+        if pending:
+            due.append((grant, min(pending)))
+            seen.add(grant.order_id)
+    return due

@@ -1,0 +1,119 @@
+"""The manifest: one signed chain of evidence from the payment to the node that passed its preflight.
+
+Signed with the shop's Ed25519 key (`MANIFEST_SIGNING_KEY`, base64 of the 32-byte private key); the
+public key is published at /manifest-key.pub. To verify offline: recompute the canonical JSON of `body`
+(sorted keys, no spaces, UTF-8) and check `signature` (base64) with the public key.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from functools import lru_cache
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from django.conf import settings
+
+from payments.models import PaymentRequest
+from provisioning.bundle import node_bundle_sha256
+from provisioning.models import AccessGrant, Manifest, PreparationRun
+from shop.models import Order
+
+
+def canonical_json(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
+
+@lru_cache(maxsize=2)
+def _signing_key(encoded: str) -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.from_private_bytes(base64.b64decode(encoded))
+
+
+def signing_key() -> Ed25519PrivateKey:
+    return _signing_key(settings.MANIFEST_SIGNING_KEY)
+
+
+def public_key_b64() -> str:
+    raw = signing_key().public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
+def manifest_verify(body: dict[str, Any], signature_b64: str, public_b64: str) -> bool:
+    """What a customer does offline, in Python: True when the signature holds."""
+    key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_b64))
+    try:
+        key.verify(base64.b64decode(signature_b64), canonical_json(body))
+    except Exception:  # cryptography raises InvalidSignature; any malformed input is a failure too
+        return False
+    return True
+
+
+def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> dict[str, Any]:
+    payment: PaymentRequest = order.payment
+    credits = payment.credits.filter(removed_at__isnull=True).order_by("block_number", "log_index")
+    by_node = {grant.node_id: grant for grant in grants}
+    return {
+        "manifest_version": 1,
+        "order_reference": order.reference,
+        "lots": order.lots,
+        "gpus": order.total_gpus,
+        "duration_days": order.duration_days,
+        "preparation": order.preparation.slug,
+        "access": {"starts_at": order.active_since.isoformat(), "ends_at": order.ends_at.isoformat()},
+        "payment": {
+            "chain_id": payment.chain_id,
+            "asset": payment.asset.symbol,
+            "contract": payment.contract,
+            "address": payment.address,
+            "amount_base_units": str(int(payment.amount_base_units)),
+            "received_base_units": str(int(payment.received_base_units)),
+            "credits": [
+                {
+                    "tx_hash": c.tx_hash,
+                    "log_index": c.log_index,
+                    "block_number": c.block_number,
+                    "block_hash": c.block_hash,
+                    "amount_base_units": str(int(c.amount_base_units)),
+                }
+                for c in credits
+            ],
+        },
+        "preflight_bundle_sha256": node_bundle_sha256(),
+        "nodes": [
+            {
+                "name": run.node.name,
+                "host": by_node[run.node_id].host if run.node_id in by_node else run.node.host,
+                "host_key_fingerprint": by_node[run.node_id].host_key_fingerprint if run.node_id in by_node else "",
+                "gpus": (run.report or {}).get("versions", {}).get("gpus"),
+                "versions": (run.report or {}).get("versions"),
+                "thresholds": (run.report or {}).get("thresholds"),
+                "duration_s": (run.report or {}).get("duration_s"),
+                "report_sha256": run.report_sha256,
+                "report": run.report,
+            }
+            for run in runs
+        ],
+    }
+
+
+def manifest_create(*, order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> Manifest:
+    body = manifest_body(order, runs, grants)
+    signature = base64.b64encode(signing_key().sign(canonical_json(body))).decode()
+    manifest, _ = Manifest.objects.update_or_create(
+        order=order, defaults={"body": body, "signature": signature, "public_key": public_key_b64()}
+    )
+    return manifest
+
+
+def manifest_document(manifest: Manifest) -> dict[str, Any]:
+    """What the customer downloads: the body, its signature, and how to check it."""
+    return {
+        "body": manifest.body,
+        "signature": manifest.signature,
+        "signature_algorithm": "Ed25519 over the canonical JSON of `body` (sorted keys, no spaces, UTF-8)",
+        "public_key": manifest.public_key,
+        "body_sha256": hashlib.sha256(canonical_json(manifest.body)).hexdigest(),
+    }

@@ -1,0 +1,479 @@
+#!/usr/bin/env python3
+"""Per-order SSH access on a GPU node. Runs ON the node as root, with the standard library only.
+
+    python3 access.py grant  --account o-b2k4mq9xd --key-file key.pub --expires 2025-07-01T12:00:00Z
+    python3 access.py revoke --account o-b2k4mq9xd
+    python3 access.py show   --account o-b2k4mq9xd
+
+Each prints one JSON object on stdout. Exit status: 0 done, 1 failed, 2 usage error, 3 refused
+(the account exists but is not one of ours, or it is bound to another key).
+
+grant: a Linux account named after the order (useradd: home /home/ACCOUNT, shell /bin/bash, no
+password, account expiry the day after the end), its ~/.ssh/authorized_keys holding exactly the
+customer's key behind OpenSSH's expiry-time="YYYYMMDDHHMMZ" option; ~/.ssh 700, the file 600, both
+owned by the account. The key is bound to the account for its whole term (recorded in the account's
+comment field): granting again with it only refreshes the expiry; another key is refused.
+revoke: expire the account, remove its key, kill its processes, remove the account and its home.
+Both are idempotent.
+
+--users-prefix DIR works on DIR/etc/{passwd,shadow,group,...} (useradd --prefix) with homes under
+DIR/home: the test suite's sandbox. In production there is no prefix: real accounts on the node.
+"""
+
+# The node may run an older Python than the shop: keep this file to Python 3.8.
+# ruff: noqa: UP017, S603
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import contextlib
+import datetime as dt
+import errno
+import hashlib
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{1,30}$")
+MARKER = "b200-shop order access"  # the start of the comment field of every account this tool manages
+KEY_TYPES = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "ssh-rsa",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+FIRST_UID = 1000
+TOOL_PATH = os.pathsep.join(["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
+
+
+class Refused(Exception):
+    """The request is understood but must not be carried out (exit 3)."""
+
+
+class Failed(Exception):
+    """Something on the node went wrong (exit 1)."""
+
+
+# Input ------------------------------------------------------------------------------------------
+
+
+def check_account(name: str) -> str:
+    if not ACCOUNT.match(name or ""):
+        raise argparse.ArgumentTypeError(f"invalid account name {name!r}: expected ^[a-z][a-z0-9-]{{1,30}}$")
+    return name
+
+
+def parse_expires(text: str) -> dt.datetime:
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid --expires {text!r}: expected ISO 8601, e.g. 2025-07-01T12:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"--expires {text!r} has no time zone: add Z or an offset")
+    return moment.astimezone(dt.timezone.utc)
+
+
+def read_public_key(path: str) -> tuple[str, str]:
+    """(type, base64) of the single OpenSSH public key in the file; options and extra keys are refused."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            text = handle.read(16384)
+    except (OSError, UnicodeDecodeError) as error:
+        raise Failed(f"cannot read the key file {path}: {error}") from error
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    if len(lines) != 1:
+        raise Refused(f"the key file must hold exactly one public key, it holds {len(lines)} lines")
+    fields = lines[0].split()
+    if len(fields) < 2 or fields[0] not in KEY_TYPES:
+        raise Refused("the key must be a plain OpenSSH public key line (TYPE BASE64 [comment]), without options")
+    key_type, data = fields[0], fields[1]
+    try:
+        blob = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise Refused("the key's base64 part is not valid") from None
+    name = key_type.encode()
+    if blob[:4] != len(name).to_bytes(4, "big") or blob[4 : 4 + len(name)] != name:
+        raise Refused(f"the key's data does not match its type {key_type}")
+    return key_type, data
+
+
+def fingerprint(data: str) -> str:
+    digest = hashlib.sha256(base64.b64decode(data)).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+# The user database -----------------------------------------------------------------------------
+
+
+class Users:
+    """The account database and homes, optionally under a prefix (the test sandbox)."""
+
+    def __init__(self, prefix: str) -> None:
+        prefix = (prefix or "").rstrip("/")
+        if prefix and not (os.path.isabs(prefix) and os.path.isfile(prefix + "/etc/passwd")):
+            raise Failed(f"--users-prefix {prefix}: no etc/passwd there")
+        self.prefix = prefix
+
+    def path(self, path: str) -> str:
+        return self.prefix + path
+
+    def lookup(self, account: str) -> dict | None:
+        if not self.prefix:
+            try:
+                entry = pwd.getpwnam(account)
+            except KeyError:
+                return None
+            return {"uid": entry.pw_uid, "gid": entry.pw_gid, "gecos": entry.pw_gecos, "home": entry.pw_dir}
+        for fields in _records(self.path("/etc/passwd")):
+            if len(fields) >= 7 and fields[0] == account:
+                return {"uid": int(fields[2]), "gid": int(fields[3]), "gecos": fields[4], "home": fields[5]}
+        return None
+
+    def shadow(self, account: str) -> dict | None:
+        for fields in _records(self.path("/etc/shadow")):
+            if len(fields) >= 8 and fields[0] == account:
+                expires = None
+                if fields[7].strip():
+                    expires = (dt.date(1970, 1, 1) + dt.timedelta(days=int(fields[7]))).isoformat()
+                return {"password": _password_state(fields[1]), "account_expires": expires}
+        return None
+
+    def tool(self, name: str, *args: str) -> subprocess.CompletedProcess:
+        program = shutil.which(name, path=TOOL_PATH)
+        if program is None:
+            raise Failed(f"{name} is not installed on this node")
+        prefix = ["--prefix", self.prefix] if self.prefix else []
+        return subprocess.run([program, *prefix, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def _records(path: str):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                yield line.rstrip("\n").split(":")
+    except FileNotFoundError:
+        return
+
+
+def _password_state(field: str) -> str:
+    if field == "":
+        return "empty"  # would allow login without a password: never created by this tool
+    if field.startswith(("!", "*")) or field in ("x", "LK", "NP"):
+        return "none"
+    return "set"
+
+
+def managed(entry: dict) -> bool:
+    return entry["gecos"].startswith(MARKER) and entry["uid"] >= FIRST_UID
+
+
+def bound_key(entry: dict) -> str:
+    """The fingerprint recorded when the account was created (passwd fields cannot hold ':')."""
+    rest = entry["gecos"][len(MARKER) :].strip()
+    return "SHA256:" + rest[len("key=") :] if rest.startswith("key=") else ""
+
+
+def account_expiry_day(expires: dt.datetime) -> str:
+    """The day the account itself expires: the first day after the end (shadow counts whole days)."""
+    day = expires.date()
+    if expires.time() != dt.time(0, 0):
+        day += dt.timedelta(days=1)
+    return day.isoformat()
+
+
+# Files in the account's home, written as root into directories the account owns: never follow links.
+
+
+def _open_dir(name: str, dir_fd: int | None = None) -> int:
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+
+
+def _ssh_dir(home_fd: int) -> int:
+    """~/.ssh as a real directory (a link or file the account put there is removed first)."""
+    try:
+        return _open_dir(".ssh", home_fd)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        os.unlink(".ssh", dir_fd=home_fd)
+    os.mkdir(".ssh", 0o700, dir_fd=home_fd)
+    return _open_dir(".ssh", home_fd)
+
+
+def _read_authorized_keys(ssh_fd: int) -> str | None:
+    try:
+        fd = os.open("authorized_keys", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=ssh_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return ""
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.read(fd, 1 << 20).decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
+
+
+def _write_authorized_keys(ssh_fd: int, content: str, uid: int, gid: int) -> None:
+    partial = f".authorized_keys.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(partial, dir_fd=ssh_fd)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=ssh_fd)
+    try:
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, 0o600)
+        os.write(fd, content.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(partial, "authorized_keys", src_dir_fd=ssh_fd, dst_dir_fd=ssh_fd)
+
+
+# Commands --------------------------------------------------------------------------------------
+
+
+def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> dict:
+    key_type, data = read_public_key(key_file)
+    key_fingerprint = fingerprint(data)
+    expiry_day = account_expiry_day(expires)
+    entry = users.lookup(account)
+    created = False
+    if entry is None:
+        result = users.tool(
+            "useradd",
+            "--create-home",
+            "--home-dir",
+            f"/home/{account}",
+            "--shell",
+            "/bin/bash",
+            # '*': no password can ever match, and unlike '!' sshd does not read it as a locked account
+            "--password",
+            "*",
+            "--comment",
+            f"{MARKER} key={key_fingerprint[len('SHA256:') :]}",
+            "--expiredate",
+            expiry_day,
+            "--user-group",
+            account,
+        )
+        entry = users.lookup(account)
+        if entry is None:
+            raise Failed(f"useradd {account} failed: {result.stderr.strip() or result.stdout.strip()}")
+        created = result.returncode == 0
+    if not managed(entry):
+        raise Refused(f"the account {account} exists and was not created by this tool: not touching it")
+    if bound_key(entry) != key_fingerprint:
+        raise Refused(
+            f"the account {account} is bound to the key {bound_key(entry) or '(unknown)'} for its whole term; "
+            f"refusing to replace it with {key_fingerprint}"
+        )
+
+    changed = created
+    shadow = users.shadow(account) or {}
+    if shadow.get("account_expires") != expiry_day:
+        result = users.tool("usermod", "--expiredate", expiry_day, account)
+        if result.returncode != 0:
+            raise Failed(f"usermod --expiredate failed: {result.stderr.strip()}")
+        changed = True
+
+    home = users.path(entry["home"])
+    line = f'expiry-time="{expires.strftime("%Y%m%d%H%M")}Z" {key_type} {data}\n'
+    if not os.path.lexists(home):
+        os.makedirs(home, 0o700)
+        changed = True
+    home_fd = _open_dir(home)
+    try:
+        os.fchown(home_fd, entry["uid"], entry["gid"])
+        os.fchmod(home_fd, 0o700)  # no other customer reads this home
+        ssh_fd = _ssh_dir(home_fd)
+        try:
+            os.fchown(ssh_fd, entry["uid"], entry["gid"])
+            os.fchmod(ssh_fd, 0o700)
+            if _read_authorized_keys(ssh_fd) != line:
+                _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
+                changed = True
+        finally:
+            os.close(ssh_fd)
+    finally:
+        os.close(home_fd)
+    return {
+        "account": account,
+        "uid": entry["uid"],
+        "home": entry["home"],
+        "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "account_expires": expiry_day,
+        "key_fingerprint": key_fingerprint,
+        "created": created,
+        "changed": changed,
+    }
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Live processes whose real, effective, saved or filesystem uid is the account's (zombies are dead)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as handle:
+                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        except OSError:
+            continue
+        if fields.get("State", "").split()[:1] in (["Z"], ["X"]):
+            continue
+        if str(uid) in fields.get("Uid", "").split():
+            pids.append(int(name))
+    return pids
+
+
+def kill_processes(uid: int) -> int:
+    """SIGKILL every process running as the uid, until none is left (they may fork meanwhile)."""
+    killed = set()
+    for _ in range(100):
+        pids = _processes_of(uid)
+        if not pids:
+            return len(killed)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        time.sleep(0.05)
+    raise Failed(f"processes of uid {uid} keep appearing; the account was not removed")
+
+
+def revoke(users: Users, account: str) -> dict:
+    entry = users.lookup(account)
+    if entry is None:
+        return {"account": account, "existed": False, "removed": False, "processes_killed": 0}
+    if not managed(entry):
+        raise Refused(f"the account {account} was not created by this tool: not removing it")
+    # First close the door (no new logins), then empty the room.
+    users.tool("usermod", "--expiredate", "1", account)
+    home = users.path(entry["home"])
+    try:
+        home_fd = _open_dir(home)
+        try:
+            ssh_fd = _open_dir(".ssh", home_fd)
+            try:
+                os.unlink("authorized_keys", dir_fd=ssh_fd)
+            finally:
+                os.close(ssh_fd)
+        finally:
+            os.close(home_fd)
+    except OSError:
+        pass
+    killed = kill_processes(entry["uid"])
+    result = users.tool("userdel", "--remove", account)
+    for _ in range(5):
+        if result.returncode != 8:  # 8: the user is still logged in (a process slipped through)
+            break
+        killed += kill_processes(entry["uid"])
+        result = users.tool("userdel", "--remove", account)
+    if users.lookup(account) is not None:
+        raise Failed(f"userdel {account} failed: {result.stderr.strip() or result.stdout.strip()}")
+    if entry["home"] == f"/home/{account}" and os.path.lexists(home):
+        shutil.rmtree(home)  # userdel leaves files it could not remove (exit 12)
+    return {"account": account, "existed": True, "removed": True, "processes_killed": killed}
+
+
+def show(users: Users, account: str) -> dict:
+    entry = users.lookup(account)
+    if entry is None:
+        return {"account": account, "exists": False}
+    home = users.path(entry["home"])
+    keys = []
+    try:
+        home_fd = _open_dir(home)
+        try:
+            ssh_fd = _open_dir(".ssh", home_fd)
+            try:
+                content = _read_authorized_keys(ssh_fd) or ""
+            finally:
+                os.close(ssh_fd)
+        finally:
+            os.close(home_fd)
+    except OSError:
+        content = ""
+    for line in content.splitlines():
+        match = re.match(r'^(?:expiry-time="(\d{12})Z" )?(\S+) (\S+)', line.strip())
+        if match and match.group(2) in KEY_TYPES:
+            expiry = match.group(1)
+            keys.append(
+                {
+                    "type": match.group(2),
+                    "fingerprint": fingerprint(match.group(3)),
+                    "expiry_time": dt.datetime.strptime(expiry, "%Y%m%d%H%M").strftime("%Y-%m-%dT%H:%MZ")
+                    if expiry
+                    else None,
+                }
+            )
+    shadow = users.shadow(account) or {}
+    return {
+        "account": account,
+        "exists": True,
+        "managed": managed(entry),
+        "uid": entry["uid"],
+        "home": entry["home"],
+        "home_exists": os.path.isdir(home),
+        "bound_key": bound_key(entry) or None,
+        "password": shadow.get("password"),
+        "account_expires": shadow.get("account_expires"),
+        "authorized_keys": keys,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="access.py", description="Per-order SSH access on this node.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("grant", "revoke", "show"):
+        command = commands.add_parser(name)
+        command.add_argument("--account", required=True, type=check_account)
+        command.add_argument("--users-prefix", default="", help="work on DIR/etc and DIR/home (test sandbox)")
+        if name == "grant":
+            command.add_argument("--key-file", required=True, help="the customer's OpenSSH public key")
+            command.add_argument("--expires", required=True, type=parse_expires, help="ISO 8601, with a zone")
+    args = parser.parse_args(argv)
+    try:
+        if os.geteuid() != 0 and args.command != "show":
+            raise Failed("must run as root")
+        users = Users(args.users_prefix)
+        if args.command == "grant":
+            report = grant(users, args.account, args.key_file, args.expires)
+        elif args.command == "revoke":
+            report = revoke(users, args.account)
+        else:
+            report = show(users, args.account)
+    except Refused as error:
+        print(f"access.py: refused: {error}", file=sys.stderr)
+        return 3
+    except (Failed, OSError, subprocess.SubprocessError) as error:
+        print(f"access.py: failed: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(report, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per check. Host checks (``stack``) take the versions; rank checks take a ``RankContext``."""

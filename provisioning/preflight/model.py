@@ -1,0 +1,149 @@
+"""The model under test: a small transformer-like MLP stack built in code (no download), fixed seed and batch.
+
+Sharded with FSDP2 (`fully_shard` on a 1-D DeviceMesh, each block then the root) when the profile says
+`shard`, plain replicated (DistributedDataParallel) otherwise. The precision is fixed: bf16 compute on
+cards that support it (FSDP2's MixedPrecisionPolicy, or autocast when replicated), fp32 on CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from provisioning.preflight.context import RankContext
+
+SEED = 1234
+LEARNING_RATE = 1e-3
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, hidden)
+        self.down = nn.Linear(hidden, dim)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + self.down(F.gelu(self.up(self.norm(h))))
+
+
+class PreflightModel(nn.Module):
+    def __init__(self, *, vocab: int, dim: int, layers: int, hidden: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(Block(dim, hidden) for _ in range(layers))
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        # Flatten first: a Linear on 3-D input returns a view, which FSDP2 warns about.
+        h = self.embed(tokens.reshape(-1))
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.norm(h))
+
+
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a tensor: the local shard of a DTensor, the tensor itself otherwise."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
+
+
+def build(ctx: RankContext) -> dict[str, Any]:
+    """Build, move to the card, shard or replicate; set ctx.model, ctx.optimizer, ctx.batch. Returns metrics."""
+    config = ctx.settings.model
+    torch.manual_seed(SEED)  # the same initial weights on every rank, before sharding
+    with torch.device(ctx.device):
+        model = PreflightModel(
+            vocab=config["vocab"], dim=config["dim"], layers=config["layers"], hidden=config["hidden"]
+        )
+    total = sum(parameter.numel() for parameter in model.parameters())
+    if ctx.settings.shard:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        ctx.mesh = init_device_mesh(ctx.device_type, (ctx.world_size,), mesh_dim_names=("fsdp",))
+        policy = MixedPrecisionPolicy()
+        if ctx.dtype == torch.bfloat16:
+            policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for block in model.blocks:
+            fully_shard(block, mesh=ctx.mesh, mp_policy=policy)
+        fully_shard(model, mesh=ctx.mesh, mp_policy=policy)
+        strategy = "FSDP2 fully_shard: each block, then the root; parameters Shard(0) over the mesh"
+    else:
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.is_cuda else None)
+        strategy = "replicated: DistributedDataParallel, gradients all-reduced"
+    ctx.model = model
+    ctx.optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+    ctx.batch = make_batch(ctx)
+    local_parameters = sum(local(parameter).numel() for parameter in model.parameters())
+    local_bytes = sum(local(parameter).numel() * parameter.element_size() for parameter in model.parameters())
+    return {
+        "strategy": strategy,
+        "sharded": ctx.settings.shard,
+        "mesh": {"device_type": ctx.device_type, "shape": [ctx.world_size], "dim_names": ["fsdp"]}
+        if ctx.settings.shard
+        else None,
+        "parameters_total": total,
+        "parameters_local": local_parameters,
+        "parameter_bytes_local": local_bytes,
+        "parameter_tensors": sum(1 for _ in model.parameters()),
+        "precision": ctx.precision,
+        "config": dict(config),
+    }
+
+
+def sharding_problem(ctx: RankContext, metrics: dict[str, Any]) -> str | None:
+    """Why the model is not split as the profile asked, or None."""
+    if not ctx.settings.shard or ctx.world_size == 1:
+        return None
+    from torch.distributed.tensor import DTensor
+
+    plain = [name for name, parameter in ctx.model.named_parameters() if not isinstance(parameter, DTensor)]
+    if plain:
+        return f"{len(plain)} parameters are not sharded (first: {plain[0]})"
+    expected = metrics["parameters_total"] / ctx.world_size
+    if metrics["parameters_local"] > 1.05 * expected + 1024:
+        return f"this card holds {metrics['parameters_local']} parameters, expected about {int(expected)}"
+    return None
+
+
+def make_batch(ctx: RankContext) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fixed batch per rank (data parallel: each rank its own), next-token targets."""
+    config = ctx.settings.model
+    generator = torch.Generator().manual_seed(SEED + 1 + ctx.rank)
+    tokens = torch.randint(config["vocab"], (config["batch"], config["seq"] + 1), generator=generator)
+    return tokens[:, :-1].contiguous().to(ctx.device), tokens[:, 1:].contiguous().to(ctx.device)
+
+
+def precision_context(ctx: RankContext) -> contextlib.AbstractContextManager:
+    """Autocast for the replicated model on bf16 cards; FSDP2 casts through its MixedPrecisionPolicy."""
+    if ctx.dtype == torch.bfloat16 and not ctx.settings.shard:
+        return torch.autocast(ctx.device_type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def loss_of(ctx: RankContext, model: nn.Module) -> torch.Tensor:
+    tokens, targets = ctx.batch
+    with precision_context(ctx):
+        logits = model(tokens)
+    return F.cross_entropy(logits.float(), targets.reshape(-1))
+
+
+def train_step(ctx: RankContext, model: nn.Module) -> torch.Tensor:
+    """One full step: forward, backward, optimizer step. Returns the loss (not synchronised)."""
+    loss = loss_of(ctx, model)
+    loss.backward()
+    ctx.optimizer.step()
+    ctx.optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def tokens_per_step(ctx: RankContext) -> int:
+    return ctx.settings.model["batch"] * ctx.settings.model["seq"] * ctx.world_size

@@ -1,0 +1,221 @@
+"""From a paid order to working access: preparation_start, then one run per node, moving to a free
+node when one fails, and the hand-over when every node passed.
+
+Lock order, as everywhere: nodes, then the order. Runs do their slow work (SSH, the preflight)
+outside any transaction and write their progress as they go.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import shlex
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from provisioning.bundle import node_bundle
+from provisioning.drivers import driver_for
+from provisioning.drivers.base import DriverError
+from provisioning.models import Node, NodeState, PreparationRun, RunStatus
+from shop import capacity
+from shop.models import Order, OrderStatus
+from shop.orders import order_transition
+
+log = logging.getLogger(__name__)
+S = OrderStatus
+OPEN_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
+class PreparationError(Exception):
+    """Something an operator can act on, in words."""
+
+
+def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
+    """Paid (or failed before) -> preparing, one queued run per held node. Repeating it is harmless."""
+    now = timezone.now()
+    with transaction.atomic():
+        capacity.lock_sellable_nodes()
+        order = Order.objects.select_for_update().get(pk=order_id)
+        open_runs = list(order.preparation_runs.filter(status__in=OPEN_RUNS))
+        if order.status == S.PREPARING and open_runs:
+            return open_runs
+        if order.status not in (S.PAID, S.PREPARATION_FAILED):
+            raise PreparationError(f"order {order.reference} is {order.status}: only a paid order is prepared")
+        nodes = _held_nodes(order, now)
+        order_transition(order=order, to=S.PREPARING, actor=actor, reason="preparation triggered", now=now)
+        runs = [PreparationRun.objects.create(order=order, node=node, requested_by=actor) for node in nodes]
+        Node.objects.filter(pk__in=[node.pk for node in nodes]).update(state=NodeState.PREPARING)
+        _enqueue_on_commit(runs)
+    return runs
+
+
+def _held_nodes(order: Order, now: dt.datetime) -> list[Node]:
+    """The order's held nodes, topped up from free ones (a retry after a node failed). Needs the node locks."""
+    held = [r.node for r in order.reservations.filter(released_at__isnull=True).select_related("node")]
+    missing = order.lots - len(held)
+    if missing > 0:
+        try:
+            added = capacity.reserve_lots(order=order, lots=missing, expires_at=None, now=now)
+        except capacity.SoldOut as exc:
+            raise PreparationError(
+                f"order {order.reference} needs {missing} more node(s) and {exc.available} is/are free"
+            ) from None
+        held += [reservation.node for reservation in added]
+    return held
+
+
+def _enqueue_on_commit(runs: list[PreparationRun]) -> None:
+    from provisioning.tasks import preparation_run_task
+
+    for run in runs:
+        transaction.on_commit(lambda run_id=run.pk: preparation_run_task.delay(run_id), robust=True)
+
+
+def _progress(run: PreparationRun, step: str, percent: int, line: str = "") -> None:
+    run.step, run.progress = step, percent
+    if line:
+        run.log = (run.log + line.rstrip() + "\n")[-20_000:]
+    PreparationRun.objects.filter(pk=run.pk).update(step=step, progress=percent, log=run.log)
+
+
+def preparation_execute(*, run_id: int) -> str | None:
+    """Run one node's preparation. Idempotent: a run already claimed or finished is left alone."""
+    now = timezone.now()
+    claimed = PreparationRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING, started_at=now, step="connecting"
+    )
+    if claimed != 1:
+        return None
+    run = PreparationRun.objects.select_related("order__preparation", "node").get(pk=run_id)
+    try:
+        status, report, error = _run_on_node(run)
+    except DriverError as exc:  # unreachable, wrong host key, timed out: the node is not handed over
+        status, report, error = RunStatus.ERROR, None, f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # an unexpected failure is recorded on the run, never left "running"
+        log.exception("preparation run %s broke", run_id)
+        status, report, error = RunStatus.ERROR, None, f"unexpected {type(exc).__name__}: {exc}"
+    raw = json.dumps(report, sort_keys=True).encode() if report is not None else b""
+    PreparationRun.objects.filter(pk=run.pk).update(
+        status=status,
+        report=report,
+        report_sha256=hashlib.sha256(raw).hexdigest() if raw else "",
+        error=error,
+        finished_at=timezone.now(),
+        step="done" if status == RunStatus.PASSED else "stopped",
+        progress=100,
+    )
+    preparation_conclude(order_id=run.order_id, actor=run.requested_by)
+    return status
+
+
+def _run_on_node(run: PreparationRun) -> tuple[str, dict | None, str]:
+    node, order = run.node, run.order
+    profile = {**(order.preparation.preflight_profile or {})}
+    # The architecture the preparation promises (sm_100 for B200): a CPU development node can't have it.
+    expect_arch = profile.pop("expect_arch", None) if node.preflight_device == "cuda" else None
+    profile.pop("expect_arch", None)
+    if node.thresholds:
+        profile["thresholds"] = {**profile.get("thresholds", {}), **node.thresholds}
+    with driver_for(node) as driver:
+        _progress(
+            run, "copying the preflight", 10, f"connected to {node.name}, host key {driver.host_key_fingerprint()}"
+        )
+        work = driver.workdir
+        driver.put_file(node_bundle(), f"{work}/bundle.tar.gz")
+        driver.put_file(json.dumps(profile).encode(), f"{work}/profile.json")
+        result = driver.run(["tar", "-xzf", f"{work}/bundle.tar.gz", "-C", work], timeout=60)
+        if result.exit_code != 0:
+            return RunStatus.ERROR, None, f"unpacking the preflight failed: {result.stderr[-500:]}"
+        if order.preparation.setup_script.strip():
+            _progress(run, "setting up the environment", 20)
+            driver.put_file(order.preparation.setup_script.encode(), f"{work}/setup.sh", mode=0o700)
+            result = driver.run(["bash", f"{work}/setup.sh"], timeout=settings.PREFLIGHT_TIMEOUT_SECONDS)
+            _progress(run, "setting up the environment", 30, result.stdout[-2000:] + result.stderr[-2000:])
+            if result.exit_code != 0:
+                return RunStatus.FAILED, None, f"the setup step exited with {result.exit_code}: {result.stderr[-500:]}"
+        _progress(run, "running the GPU preflight", 40)
+        argv = [
+            node.python,
+            "-m",
+            "provisioning.preflight",
+            "--device",
+            node.preflight_device,
+            "--world-size",
+            str(node.gpu_count),
+            "--json",
+            f"{work}/report.json",
+            "--order",
+            order.reference,
+            "--profile",
+            f"{work}/profile.json",
+        ]
+        if expect_arch:
+            argv += ["--expect-arch", expect_arch]
+        result = driver.run(
+            ["sh", "-c", f"cd {shlex.quote(work)} && exec " + shlex.join(argv)],
+            timeout=settings.PREFLIGHT_TIMEOUT_SECONDS,
+        )
+        _progress(run, "reading the report", 85, result.stdout[-4000:] + result.stderr[-2000:])
+        if result.exit_code == 2:
+            return RunStatus.ERROR, None, f"the preflight refused its arguments: {result.stderr[-500:]}"
+        try:
+            report = json.loads(driver.get_file(f"{work}/report.json"))
+        except (DriverError, ValueError) as exc:
+            return (
+                RunStatus.ERROR,
+                None,
+                f"no preflight report ({exc}); exit {result.exit_code}: {result.stderr[-500:]}",
+            )
+        if not report.get("ok") or result.exit_code != 0:
+            failed = [c for c in report.get("checks", []) if c.get("status") == "fail"]
+            summary = "; ".join(f"{c['name']}: {c.get('detail', '')}" for c in failed) or f"exit {result.exit_code}"
+            return RunStatus.FAILED, report, f"the preflight failed: {summary}"[:2000]
+        _progress(run, "granting access", 92)
+        from provisioning.access import access_grant_on_node  # access imports this module's models only
+
+        access_grant_on_node(driver=driver, run=run)
+        return RunStatus.PASSED, report, ""
+
+
+def preparation_conclude(*, order_id: int, actor: str) -> str:
+    """After a run ends: hand over when every node passed; move a failed node's lot to a free node;
+    with none free, the order is `preparation_failed` and operators see it at once."""
+    from provisioning.access import access_handover
+
+    now = timezone.now()
+    with transaction.atomic():
+        capacity.lock_sellable_nodes()
+        order = Order.objects.select_for_update().get(pk=order_id)
+        if order.status != S.PREPARING:
+            return order.status
+        runs = list(order.preparation_runs.select_related("node"))
+        if any(run.status in OPEN_RUNS for run in runs):
+            return "waiting"
+        held = {r.node_id: r for r in order.reservations.filter(released_at__isnull=True)}
+        latest = {}
+        for run in sorted(runs, key=lambda r: r.created_at):
+            latest[run.node_id] = run
+        bad = [run for node_id, run in latest.items() if node_id in held and run.status != RunStatus.PASSED]
+        if not bad:
+            access_handover(order=order, runs=[latest[node_id] for node_id in held], now=now)
+            return S.ACTIVE
+        for run in bad:  # the node is set aside with its report; its lot moves to a free node if there is one
+            Node.objects.filter(pk=run.node_id).update(state=NodeState.FAILED, state_reason=run.error[:300])
+            capacity.release_lots_on(order=order, node_id=run.node_id, now=now, reason=f"preflight: {run.status}")
+        try:
+            replacements = capacity.reserve_lots(order=order, lots=len(bad), expires_at=None, now=now)
+        except capacity.SoldOut:
+            reason = "; ".join(f"{run.node.name}: {run.error[:200]}" for run in bad)
+            order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now)
+            return S.PREPARATION_FAILED
+        new_runs = [
+            PreparationRun.objects.create(order=order, node=reservation.node, requested_by=actor)
+            for reservation in replacements
+        ]
+        Node.objects.filter(pk__in=[r.node_id for r in replacements]).update(state=NodeState.PREPARING)
+        _enqueue_on_commit(new_runs)
+        return "moved"

@@ -1,0 +1,86 @@
+"""Thin Celery tasks for provisioning: a run per node, revocation at the end, reminders before it."""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.utils import timezone
+
+from provisioning.access import access_revoke, grants_due, reminders_due
+from provisioning.drivers.base import DriverError
+from provisioning.models import AccessGrant, PreparationRun, RunStatus
+from provisioning.prepare import preparation_conclude, preparation_execute
+from shop.emails import send_templated_email
+from shop.models import Order
+from shop.orders import order_status_path
+
+log = logging.getLogger(__name__)
+# The preflight has its own limit on the node; the task's is a little longer, and handled.
+RUN_SOFT_LIMIT = settings.PREFLIGHT_TIMEOUT_SECONDS + 120
+
+
+@shared_task(acks_late=True, soft_time_limit=RUN_SOFT_LIMIT, time_limit=RUN_SOFT_LIMIT + 60)
+def preparation_run_task(run_id: int) -> str | None:
+    try:
+        return preparation_execute(run_id=run_id)
+    except SoftTimeLimitExceeded:
+        PreparationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+            status=RunStatus.ERROR, error="the preparation exceeded its time limit", finished_at=timezone.now()
+        )
+        run = PreparationRun.objects.filter(pk=run_id).first()
+        if run is not None:
+            preparation_conclude(order_id=run.order_id, actor=run.requested_by)
+        return RunStatus.ERROR
+
+
+@shared_task(acks_late=True, autoretry_for=(DriverError,), retry_backoff=30, retry_backoff_max=600, max_retries=10)
+def access_revoke_task(grant_id: int) -> bool:
+    return access_revoke(grant_id=grant_id)
+
+
+@shared_task(acks_late=True)
+def access_revoke_due_task() -> int:
+    grants = list(grants_due(timezone.now()).values_list("pk", flat=True))
+    for grant_id in grants:
+        access_revoke_task.delay(grant_id)
+    return len(grants)
+
+
+@shared_task(acks_late=True)
+def access_reminders_task() -> int:
+    sent = 0
+    for grant, hours in reminders_due(timezone.now()):
+        # Marked before sending: a reminder may be lost to a crash, never sent twice.
+        marked = sorted(set(grant.reminders_sent) | {h for h in settings.REMINDER_HOURS if h >= hours})
+        AccessGrant.objects.filter(order=grant.order_id).update(reminders_sent=marked)
+        access_email_task.delay(grant.order_id, "access_ending", hours)
+        sent += 1
+    return sent
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError),
+    retry_backoff=True,
+    max_retries=8,
+)
+def access_email_task(order_id: int, name: str, hours: int | None = None) -> None:
+    order = Order.objects.filter(pk=order_id).first()
+    if order is None:
+        return
+    grants = list(order.access_grants.filter(revoked_at__isnull=True).select_related("node"))
+    send_templated_email(
+        name=name,
+        to=order.email,
+        language=order.language,
+        context={
+            "order": order,
+            "grants": grants,
+            "hours": hours,
+            "status_url": settings.SITE_URL + order_status_path(order),
+        },
+    )

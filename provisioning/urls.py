@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from provisioning import views
+
+app_name = "provisioning"
+
+urlpatterns = [
+    path("", views.console, name="console"),
+    path("orders/<str:reference>/prepare/", views.prepare, name="prepare"),
+    path("runs/<int:run_id>/", views.run_report, name="run"),
+]

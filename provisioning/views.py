@@ -1,0 +1,58 @@
+"""The operator console, /ops/: paid orders waiting, preparations running, failures with their reports."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from provisioning.models import Node, PreparationRun, RunStatus
+from provisioning.prepare import PreparationError, preparation_start
+from shop.models import Order, OrderStatus
+
+OPERATOR = "provisioning.prepare_order"
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+def console(request: HttpRequest) -> HttpResponse:
+    waiting = Order.objects.filter(status=OrderStatus.PAID).select_related("preparation").order_by("updated_at")
+    preparing = Order.objects.filter(status=OrderStatus.PREPARING).prefetch_related("preparation_runs__node")
+    failed = Order.objects.filter(status=OrderStatus.PREPARATION_FAILED).prefetch_related("preparation_runs__node")
+    active = Order.objects.filter(status=OrderStatus.ACTIVE).order_by("ends_at")[:50]
+    return render(
+        request,
+        "provisioning/console.html",
+        {
+            "waiting": waiting,
+            "preparing": preparing,
+            "failed": failed,
+            "active": active,
+            "nodes": Node.objects.all(),
+            "refresh_seconds": 5 if preparing else None,
+        },
+    )
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+@require_POST
+def prepare(request: HttpRequest, reference: str) -> HttpResponse:
+    order = get_object_or_404(Order, reference=reference)
+    try:
+        preparation_start(order_id=order.pk, actor=request.user.get_username())
+    except PreparationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{order.reference}: preparation started")
+    return redirect("provisioning:console")
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+def run_report(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(PreparationRun.objects.select_related("order", "node"), pk=run_id)
+    checks = (run.report or {}).get("checks", [])
+    return render(request, "provisioning/run.html", {"run": run, "checks": checks, "RunStatus": RunStatus})
