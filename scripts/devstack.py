@@ -29,6 +29,23 @@ def rpc_answers(url: str) -> bool:
         return False
 
 
+def dev_accounts_sandbox() -> Path:
+    """A copy of this machine's user database (password fields blanked) for useradd --prefix."""
+    root = ROOT / ".run" / "accounts"
+    etc = root / "etc"
+    if not (etc / "passwd").exists():
+        (root / "home").mkdir(parents=True, exist_ok=True)
+        etc.mkdir(parents=True, exist_ok=True)
+        for name in ("passwd", "group", "shadow", "gshadow"):
+            source = Path("/etc") / name
+            if source.exists() and os.access(source, os.R_OK):
+                lines = source.read_text().splitlines()
+                if name in ("shadow", "gshadow"):
+                    lines = [":".join([line.split(":")[0], "*", *line.split(":")[2:]]) for line in lines if line]
+                (etc / name).write_text("".join(f"{line}\n" for line in lines))
+    return root
+
+
 def manage(*args: str) -> None:
     subprocess.run([PY, "manage.py", *args], cwd=ROOT, check=True)
 
@@ -54,8 +71,13 @@ def main() -> int:
             return stop(children, 1)
 
     manage("migrate", "--noinput", "-v0")
+    accounts = dev_accounts_sandbox()
     for name in DEV_NODES:
-        manage("add_node", name, "--driver", "local")
+        # Development nodes run the preflight on this machine's CPU (two processes) and create the
+        # customers' accounts in a sandboxed user database under .run/, never on this machine.
+        manage(
+            "add_node", name, "--driver", "local", "--python", PY, "--device", "cpu", "--accounts-root", str(accounts)
+        )
     manage("devnet", "setup", "--rpc-url", RPC_URL)  # test USDC/USDT on the local chain
 
     celery = [PY, "-m", "celery", "-A", "config"]

@@ -21,6 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--gpu-model", default="NVIDIA B200")
         parser.add_argument("--gpu-count", type=int, default=2)
         parser.add_argument("--python", default="python3", help="The Python that runs the preflight")
+        parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a development node")
+        parser.add_argument(
+            "--accounts-root", default="", help="a sandboxed user database (DIR/etc, DIR/home) instead of real accounts"
+        )
 
     def handle(self, *args, **options) -> None:
         if options["driver"] == NodeDriver.SSH and not (options["host"] and options["user"]):
@@ -36,6 +40,8 @@ class Command(BaseCommand):
             "gpu_model": options["gpu_model"],
             "gpu_count": options["gpu_count"],
             "python": options["python"],
+            "preflight_device": options["device"],
+            "accounts_root": options["accounts_root"],
         }
         node = Node.objects.filter(name=options["name"]).first() or Node(name=options["name"])
         for field, value in values.items():
