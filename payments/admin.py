@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.html import format_html
 
+from config.admin_base import ReadOnlyInline
 from payments.models import Asset, Credit, Network, Notice, PaymentEvent, PaymentRequest, Rate
 from payments.networks import rpc_env_name, rpc_urls
 from payments.review import Decision, ReviewError, payment_review_decide
@@ -40,17 +41,6 @@ class NetworkAdmin(admin.ModelAdmin):
 class RateAdmin(admin.ModelAdmin):
     list_display = ["asset", "usd_per_unit", "as_of", "source"]
     list_filter = ["asset"]
-
-
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
 
 class CreditInline(ReadOnlyInline):

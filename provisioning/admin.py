@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpRequest
 
+from config.admin_base import ReadOnlyAdmin
 from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
 
 
@@ -11,17 +11,6 @@ class NodeAdmin(admin.ModelAdmin):
     list_display = ["name", "driver", "host", "port", "gpu_model", "gpu_count", "state", "state_reason"]
     list_filter = ["driver", "state"]
     search_fields = ["name", "host"]
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
 
 @admin.register(PreparationRun)

@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from config.admin_base import ReadOnlyInline
 from payments.models import PaymentRequest
 from shop.models import Duration, LotSpec, Order, OrderEvent, Preparation, Reservation
 from shop.orders import TransitionNotAllowed, order_cancel
@@ -28,17 +29,6 @@ class PreparationAdmin(admin.ModelAdmin):
     list_display = ["slug", "name_en", "position", "active"]
     list_editable = ["position", "active"]
     prepopulated_fields = {"slug": ["name_en"]}
-
-
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
 
 class OrderEventInline(ReadOnlyInline):
