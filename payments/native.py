@@ -23,7 +23,7 @@ INTERNAL_LOG_INDEX_BASE = -1000
 CALL_TRACER = {"tracer": "callTracer"}
 
 
-def _chunks(items: list, size: int) -> Iterator[list]:
+def chunks(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -49,7 +49,7 @@ def top_level_transfers(
 ) -> list[Transfer]:
     """Plain transactions with value to a watched address in [start, end]; reverted ones moved nothing."""
     candidates = []
-    for numbers in _chunks(list(range(start, end + 1)), BLOCKS_PER_BATCH):
+    for numbers in chunks(list(range(start, end + 1)), BLOCKS_PER_BATCH):
         blocks = client.batch([("eth_getBlockByNumber", [hex(number), True]) for number in numbers])
         for block in blocks:
             for tx in (block or {}).get("transactions", []):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db.models import Min
@@ -26,7 +26,7 @@ from payments.credits import (
     topic_address,
 )
 from payments.models import Asset, Credit, Network, PaymentRequest, PaymentStatus, ScanCursor
-from payments.native import top_level_transfers, unexplained_balance_transfers
+from payments.native import chunks, top_level_transfers, unexplained_balance_transfers
 from payments.networks import network_health_record, rpc_client
 from payments.rpc import Head, RpcClient, RpcUnavailable
 
@@ -62,11 +62,6 @@ def watched_payments(now: dt.datetime) -> list[PaymentRequest]:
         .exclude(status=PaymentStatus.REJECTED)
         .select_related("asset__network")
     )
-
-
-def chunks(items: list, size: int) -> Iterator[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _cursor(network: Network, head: Head, watched: list[PaymentRequest]) -> ScanCursor:

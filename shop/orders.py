@@ -7,7 +7,6 @@ import hmac
 import logging
 import secrets
 from dataclasses import dataclass
-from decimal import Decimal
 
 from django.db import IntegrityError, transaction
 from django.urls import reverse
@@ -308,7 +307,3 @@ def order_cancel(*, order_id: int, actor: str, reason: str) -> Order:
         order_transition(order=order, to=S.CANCELLED, actor=actor, reason=reason, now=now)
         capacity.release_lots(order=order, now=now, reason=f"cancelled: {reason}")
     return order
-
-
-def order_total_for(*, lots: int, duration: Duration) -> Decimal:
-    return order_total_usd(lots=lots, price_per_lot_usd=duration.price_per_lot_usd)
