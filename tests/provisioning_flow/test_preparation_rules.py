@@ -149,3 +149,29 @@ def test_reminders_go_out_72_24_and_1_hours_before_the_end_once_each(
     subjects = [message.subject for message in mail.outbox]
     assert len(subjects) == 3, subjects
     assert "72 hours" in subjects[0] and "24 hours" in subjects[1] and "1 hour" in subjects[2]
+
+
+@pytest.mark.django_db
+def test_an_operator_token_from_drf_create_token_starts_a_preparation(
+    paid_order, local_node, operator, client, django_capture_on_commit_callbacks
+):
+    # Given an operator's API token, made the way the README says
+    local_node()
+    order = paid_order()
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("drf_create_token", operator.username, stdout=out)
+    key = out.getvalue().split()[2]
+
+    # When a script calls the API with it (no session)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(PREPARE.format(order.reference), HTTP_AUTHORIZATION=f"Token {key}")
+
+    # Then the preparation ran and a wrong token is refused
+    assert response.status_code == 202
+    order.refresh_from_db()
+    assert order.status == OrderStatus.ACTIVE
+    assert client.post(PREPARE.format(order.reference), HTTP_AUTHORIZATION="Token nope").status_code in (401, 403)
