@@ -1,8 +1,9 @@
-# The shop's image: web (gunicorn), Celery worker and beat all run from it.
+# The shop's image: web (gunicorn), Celery worker and beat all run from it (docker-compose.yml).
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=config.settings.production
 RUN apt-get update && apt-get install -y --no-install-recommends gettext && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
+# Dependencies first: a change to the code alone does not reinstall them.
 COPY pyproject.toml ./
 COPY config ./config
 COPY shop ./shop
@@ -10,9 +11,12 @@ COPY payments ./payments
 COPY provisioning ./provisioning
 RUN pip install --no-cache-dir .
 COPY . .
-RUN python manage.py compilemessages --ignore=.venv -v0 \
+# Build steps need no secret: DEBUG on lets the production settings load without them. The static
+# files get hashed names and compressed copies (whitenoise serves them with far-future caching).
+RUN DJANGO_DEBUG=1 python manage.py compilemessages -v0 \
  && DJANGO_DEBUG=1 python manage.py collectstatic --noinput -v0
-RUN useradd --system --home /app shop && chown -R shop /app
+# A fixed uid, so that the operator can give it the SSH key secret (README, "Production").
+RUN useradd --system --uid 10001 --home /app shop && chown -R shop /app
 USER shop
 EXPOSE 8000
 CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-"]

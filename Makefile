@@ -30,7 +30,9 @@ run: $(VENV)/.run-deps node_modules/.deps messages
 
 test: $(VENV)/.test-deps node_modules/.deps messages
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --ignore=tests/browser $(PYTEST_ARGS)
+	# The browser journey in its own process: its live server and flushed database stay apart.
+	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
 
 # Benchmarks: each prints the figures the README quotes.
 bench: $(VENV)/.test-deps node_modules/.deps

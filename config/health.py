@@ -1,6 +1,17 @@
-"""/healthz: a JSON report of the database, the broker and each offered network's RPC."""
+"""/healthz: a JSON report of the database, the broker and each network's RPC and verifier.
+
+It answers within a few seconds whatever is down: the broker and each RPC URL get short timeouts, they
+are probed in parallel under one deadline, and a network that is down never fails the report
+(the web process is healthy; checkout just stops offering that network). `ok` (and the 503) is the
+database and the broker only: what the web process and the workers cannot work without.
+"""
 
 from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
+from functools import partial
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
@@ -9,6 +20,12 @@ from config.celery import app as celery_app
 from payments.models import Network
 from payments.networks import rpc_client, rpc_urls
 from payments.rpc import RpcError
+
+BROKER_TIMEOUT_SECONDS = 2
+# Per RPC request: connecting, then reading the answer. A network with several URLs tries each in turn.
+RPC_TIMEOUT_SECONDS = (1.0, 2.0)
+# The whole report: the broker and the networks are probed in parallel under this deadline.
+DEADLINE_SECONDS = 3.0
 
 
 def _check(probe) -> dict:
@@ -25,27 +42,62 @@ def _database() -> None:
 
 
 def _broker() -> None:
-    with celery_app.connection_for_write() as conn:
-        conn.ensure_connection(max_retries=1, timeout=2)
+    # Redis that accepts connections but never answers must not hang the report: socket timeouts too.
+    timeouts = {"socket_timeout": BROKER_TIMEOUT_SECONDS, "socket_connect_timeout": BROKER_TIMEOUT_SECONDS}
+    with celery_app.connection_for_write(connect_timeout=BROKER_TIMEOUT_SECONDS, transport_options=timeouts) as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, timeout=BROKER_TIMEOUT_SECONDS)
+
+
+def _rpc_probe(network: Network) -> dict:
+    """The chain id and the height in one batched request per URL; no database access (it runs in a thread)."""
+    client = rpc_client(network)
+    client.timeout = RPC_TIMEOUT_SECONDS
+    chain_id, block = client.batch([("eth_chainId", []), ("eth_blockNumber", [])])
+    if int(chain_id, 16) != network.chain_id:
+        raise RpcError("wrong chain id")
+    return {"block": int(block, 16)}
+
+
+def _outcome(future: Future, deadline: float) -> dict:
+    try:
+        return future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except FuturesTimeout:
+        return {"ok": False, "error": "Timeout"}
+
+
+def _verifier(network: Network) -> dict:
+    """What the last scan pass saw: a network marked down is hidden at checkout."""
+    return {
+        "ok": network.rpc_ok,
+        "error": network.rpc_error,
+        "checked_at": network.rpc_checked_at,
+        "head_block": network.head_block,
+    }
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    networks = {}
-    # Every network the shop would offer, including one the verifier has taken off checkout.
-    for network in (network for network in Network.objects.filter(enabled=True) if rpc_urls(network)):
-        client = rpc_client(network)
-        client.timeout = 2
-
-        def probe(client=client, network=network) -> dict:
-            if client.chain_id() != network.chain_id:
-                raise RpcError("wrong chain id")
-            return {"block": client.block_number()}
-
-        networks[network.slug] = {
-            **_check(probe),
-            # What the last scan pass saw: a network marked down is hidden at checkout.
-            "verifier": {"ok": network.rpc_ok, "error": network.rpc_error, "checked_at": network.rpc_checked_at},
+    # The broker and every network are probed in parallel, each under its own short timeouts, and
+    # all of them under one deadline; a probe still running then is reported as timed out.
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="healthz")
+    try:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        broker = pool.submit(_check, _broker)
+        database = _check(_database)
+        networks = []
+        if database["ok"]:  # networks are rows of the database: none to report without it
+            # Every enabled network with RPC URLs, including one the verifier has taken off checkout.
+            enabled = Network.objects.filter(enabled=True).order_by("slug")
+            configured = [network for network in enabled if rpc_urls(network)]
+            networks = [(network, pool.submit(_check, partial(_rpc_probe, network))) for network in configured]
+        report = {
+            "database": database,
+            "broker": _outcome(broker, deadline),
+            "networks": {
+                network.slug: {**_outcome(probe, deadline), "verifier": _verifier(network)}
+                for network, probe in networks
+            },
         }
-    report = {"database": _check(_database), "broker": _check(_broker), "networks": networks}
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a slow URL finishes on its own timeout
     ok = report["database"]["ok"] and report["broker"]["ok"]
     return JsonResponse({"ok": ok, **report}, status=200 if ok else 503)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from shop import views
+from shop import advisor_views, views
 
 app_name = "shop"
 
@@ -15,4 +15,5 @@ urlpatterns = [
     path("o/<str:reference>/<str:token>/", views.order_status, name="order_status"),
     path("o/<str:reference>/<str:token>/paid/", views.order_paid, name="order_paid"),
     path("o/<str:reference>/<str:token>/manifest.json", views.order_manifest, name="order_manifest"),
+    path("advisor/", advisor_views.advisor, name="advisor"),
 ]

@@ -1,0 +1,230 @@
+/* The order's page: a countdown to the payment deadline, and live status from the API.
+ *
+ * Without JavaScript the page reloads itself (a meta refresh inside <noscript>). With it, this polls
+ * GET /api/v1/orders/<reference>/ (header X-Order-Token) every few seconds: the payment's status, its
+ * confirmations and the amount seen change in place; when the order itself moves on (paid, preparing,
+ * active, expired...) or the payment lands in an exception state, the page reloads so that the server
+ * renders the new sections and instructions. Polling stops once nothing can change by itself.
+ */
+(function () {
+  "use strict";
+
+  const shop = window.B200Shop;
+  const page = document.querySelector("[data-order-live]");
+  if (!shop || !page) return;
+
+  // While one of these holds, the order can still move without anyone acting on this page.
+  const LIVE_ORDER_STATUSES = ["awaiting_payment", "payment_reported", "paid", "preparing"];
+  const LIVE_PAYMENT_STATUSES = ["pending", "detected"];
+  const QUIET_AFTER_MS = 5 * 60 * 1000; // no change for this long: poll less often
+  const MAX_DELAY_MS = 60 * 1000;
+
+  const data = page.dataset;
+  const locale = shop.locale();
+  const labels = shop.jsonData(data.paymentLabels);
+  const decimals = Number.parseInt(data.paymentDecimals, 10) || 0;
+  const serverNow = shop.parseIso(data.serverNow);
+  // The server's clock minus this device's, so that the countdown ends when the quote does.
+  const skew = Number.isNaN(serverNow) ? 0 : serverNow - Date.now();
+
+  let orderStatus = data.orderStatus;
+  let paymentStatus = data.paymentStatus;
+
+  /* ---- Countdown ---- */
+
+  function countdown() {
+    const holder = document.querySelector("[data-countdown-to]");
+    if (!holder) return;
+    const deadline = shop.parseIso(holder.dataset.countdownTo);
+    if (Number.isNaN(deadline)) return;
+    const timer = document.createElement("p");
+    timer.className = "countdown";
+    timer.id = "payment-countdown";
+    timer.setAttribute("role", "timer"); // not announced every second; the text is there when asked for
+    holder.after(timer);
+
+    function tick() {
+      const left = deadline - (Date.now() + skew);
+      if (left <= 0) {
+        timer.textContent = holder.dataset.countdownEnded;
+        timer.classList.add("countdown--ended");
+        return;
+      }
+      timer.textContent = shop.fill(holder.dataset.countdownText, {
+        time: shop.formatClock(Math.ceil(left / 1000), locale),
+      });
+      timer.classList.toggle("countdown--soon", left < 5 * 60 * 1000);
+      window.setTimeout(tick, left % 1000 || 1000);
+    }
+    tick();
+  }
+
+  /* ---- Live status ---- */
+
+  function isLive(order, payment) {
+    return LIVE_ORDER_STATUSES.includes(order) || LIVE_PAYMENT_STATUSES.includes(payment);
+  }
+
+  function setText(element, text) {
+    if (element && element.textContent !== text) element.textContent = text;
+  }
+
+  /** The payment's status, confirmations "n of N" and the amount seen, in place. */
+  function showPayment(payment) {
+    const status = document.getElementById("payment-status");
+    if (status) {
+      setText(status, labels[payment.status] || payment.status);
+      status.className = `status status--${payment.status}`;
+    }
+    const numbers = {
+      confirmations: shop.formatInteger(payment.confirmations || 0, locale),
+      required: shop.formatInteger(payment.confirmations_required || 0, locale),
+      received: shop.formatUnits(payment.received_base_units || "0", decimals),
+    };
+    const confirmations = document.getElementById("payment-confirmations");
+    if (confirmations && payment.status !== "pending") {
+      setText(confirmations, `(${shop.fill(confirmations.dataset.template, numbers)})`);
+    }
+    const state = document.getElementById("payment-state");
+    if (state && payment.status === "detected") {
+      let notice = state.querySelector("[data-live-notice]");
+      if (!notice) {
+        notice = document.createElement("p");
+        notice.className = "notice notice--info";
+        notice.dataset.liveNotice = "";
+        state.replaceChildren(notice);
+      }
+      setText(notice, shop.fill(state.dataset.detectedTemplate, numbers));
+    }
+  }
+
+  /** The preparation's progress bars; false when the runs on the page are not the API's any more. */
+  function showProgress(runs) {
+    const bars = document.querySelectorAll("#preparation-progress progress");
+    if (bars.length !== runs.length) return runs.length === 0;
+    runs.forEach((run, index) => {
+      const bar = document.getElementById(`run-${index + 1}`);
+      const label = document.getElementById(`run-${index + 1}-label`);
+      if (!bar) return;
+      bar.value = run.progress;
+      setText(bar, `${run.progress} %`);
+      setText(label, `${run.node}: ${run.step || run.status}`);
+    });
+    return true;
+  }
+
+  // A form on its way (the customer pressed "I have paid"): its answer is the next page, no reload.
+  let submitting = false;
+  document.addEventListener("submit", () => {
+    submitting = true;
+  });
+
+  /** The page this order lives at: after the "I have paid" form failed, the URL is the form's. */
+  function reloadPage() {
+    if (submitting) return;
+    const here = window.location.pathname;
+    const home = data.pageUrl;
+    if (home && here !== home) window.location.replace(home);
+    else window.location.reload();
+  }
+
+  /** Reload, but not under the customer's fingers: wait while they type in a field. */
+  function reloadWhenIdle() {
+    const active = document.activeElement;
+    const typing = active && active.matches("input:not([readonly]):not([type=radio]):not([type=checkbox]), textarea");
+    if (typing && active.value !== active.defaultValue) {
+      // Leaving the field may be pressing the form's button: let its submit event come first.
+      active.addEventListener("blur", () => window.setTimeout(reloadWhenIdle, 300), { once: true });
+      return;
+    }
+    reloadPage();
+  }
+
+  /** Apply one API answer; false when polling should stop. */
+  function apply(order) {
+    const payment = order.payment || {};
+    const paymentMovedOn =
+      payment.status !== paymentStatus && !(paymentStatus === "pending" && payment.status === "detected");
+    if (order.status !== orderStatus || paymentMovedOn) {
+      reloadWhenIdle();
+      return false;
+    }
+    paymentStatus = payment.status;
+    showPayment(payment);
+    if (!showProgress(order.preparation_progress || [])) {
+      reloadWhenIdle();
+      return false;
+    }
+    return isLive(orderStatus, paymentStatus);
+  }
+
+  function poll() {
+    if (!isLive(orderStatus, paymentStatus)) return;
+    const base = (Number.parseInt(data.pollSeconds, 10) || 5) * 1000;
+    let failures = 0;
+    let lastAnswer = "";
+    let lastChange = Date.now();
+    let timer = null;
+    let inFlight = false;
+    let stopped = false;
+
+    function delay() {
+      const quiet = Date.now() - lastChange;
+      let milliseconds = quiet > 6 * QUIET_AFTER_MS ? base * 12 : quiet > QUIET_AFTER_MS ? base * 3 : base;
+      if (failures) milliseconds *= 2 ** Math.min(failures, 2); // a busy or restarting server: back off a little
+      return Math.min(milliseconds, MAX_DELAY_MS);
+    }
+
+    function schedule() {
+      window.clearTimeout(timer);
+      if (!stopped) timer = window.setTimeout(once, delay());
+    }
+
+    function once() {
+      if (stopped || inFlight) return;
+      if (document.hidden) return; // resumed by visibilitychange
+      inFlight = true;
+      fetch(data.apiUrl, {
+        headers: { Accept: "application/json", "X-Order-Token": data.orderToken },
+        credentials: "same-origin",
+        cache: "no-store",
+      })
+        .then((response) => {
+          if (response.status === 404) {
+            stopped = true; // the link no longer opens the order: nothing to follow
+            return null;
+          }
+          if (!response.ok) throw new Error(`HTTP ${response.status}`);
+          return response.json();
+        })
+        .then((order) => {
+          if (!order) return;
+          failures = 0;
+          const answer = JSON.stringify([order.status, order.payment, order.preparation_progress]);
+          if (answer !== lastAnswer) {
+            lastAnswer = answer;
+            lastChange = Date.now();
+          }
+          if (!apply(order)) stopped = true;
+        })
+        .catch(() => {
+          failures += 1; // the network or the server hiccuped: try again, less often
+        })
+        .finally(() => {
+          inFlight = false;
+          schedule();
+        });
+    }
+
+    document.addEventListener("visibilitychange", () => {
+      if (!document.hidden && !stopped) {
+        window.clearTimeout(timer);
+        once();
+      }
+    });
+    schedule();
+  }
+
+  countdown();
+  poll();
+})();

@@ -1,0 +1,27 @@
+"""Deployment checks: the compose file, `check --deploy`, the security headers and the rendered pages."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture
+def only_local_network(monkeypatch):
+    """No CHAIN_RPC_URLS_* from the shell leaks in: only `local` (which has a default URL) is configured."""
+    for name in list(os.environ):
+        if name.startswith("CHAIN_RPC_URLS_") and name != "CHAIN_RPC_URLS_LOCAL":
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def placed_order(db, anvil, client, make_node, order_payload, only_local_network) -> dict:
+    """An order awaiting payment, placed through the API: its 201 body (`status_url` is its page).
+
+    A second lot stays free, so that the wizard can still be walked."""
+    make_node()
+    make_node()
+    response = client.post("/api/v1/orders/", order_payload, content_type="application/json")
+    assert response.status_code == 201, response.content
+    return response.json()
