@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
-from django.http import HttpRequest
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -26,3 +29,26 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Kept in the events.")
+
+
+def reason_asked(
+    model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, *, title: str, items: list[str]
+) -> tuple[str | None, HttpResponse | None]:
+    """An admin action's intermediate page: (the reason, None) once given, else (None, the page asking for it)."""
+    form = ReasonForm(request.POST if "reason" in request.POST else None)
+    if form.is_valid():
+        return form.cleaned_data["reason"], None
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "form": form,
+        "items": items,
+        "action": request.POST["action"],
+        "opts": model_admin.model._meta,
+        "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+    }
+    return None, render(request, "admin/reason_required.html", context)

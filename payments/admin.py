@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.utils.html import format_html
 
-from config.admin_base import ReadOnlyInline
+from config.admin_base import ReadOnlyInline, reason_asked
 from payments.models import Asset, Credit, Network, Notice, PaymentEvent, PaymentRequest, Rate
 from payments.networks import rpc_env_name, rpc_urls
 from payments.review import Decision, ReviewError, payment_review_decide
@@ -83,10 +81,6 @@ class PaymentEventInline(ReadOnlyInline):
     readonly_fields = fields
 
 
-class DecisionForm(forms.Form):
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Kept in the payment's events.")
-
-
 @admin.register(PaymentRequest)
 class PaymentRequestAdmin(admin.ModelAdmin):
     list_display = [
@@ -119,25 +113,20 @@ class PaymentRequestAdmin(admin.ModelAdmin):
         return request.user.has_perm("payments.review_payment")
 
     def _decide(self, request: HttpRequest, queryset: QuerySet, decision: str, title: str) -> HttpResponse | None:
-        form = DecisionForm(request.POST if "reason" in request.POST else None)
-        if not form.is_valid():
-            # The intermediate page: every decision needs a reason.
-            context = {
-                **self.admin_site.each_context(request),
-                "title": title,
-                "form": form,
-                "payments": queryset,
-                "action": request.POST["action"],
-                "opts": self.model._meta,
-                "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
-            }
-            return render(request, "payments/admin_decision.html", context)
+        items = [
+            f"{payment.order}: {payment.get_status_display()}, received {payment.received_base_units} "
+            f"of {payment.amount_base_units} base units"
+            for payment in queryset
+        ]
+        reason, page = reason_asked(self, request, queryset, title=title, items=items)
+        if page is not None:
+            return page  # every decision needs a reason
         for payment in queryset:
             try:
                 payment_review_decide(
                     payment_id=payment.pk,
                     decision=decision,
-                    reason=form.cleaned_data["reason"],
+                    reason=reason,
                     reviewer=request.user.get_username(),
                 )
             except ReviewError as exc:

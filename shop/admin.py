@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from config.admin_base import ReadOnlyInline
+from config.admin_base import ReadOnlyInline, reason_asked
 from payments.models import PaymentRequest
 from shop.models import Duration, LotSpec, Order, OrderEvent, Preparation, Reservation
 from shop.orders import TransitionNotAllowed, order_cancel
+from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
 
 
 @admin.register(LotSpec)
@@ -75,7 +76,7 @@ class OrderAdmin(admin.ModelAdmin):
     list_select_related = ["preparation"]
     date_hierarchy = "created_at"
     inlines = [PaymentRequestInline, ReservationInline, OrderEventInline]
-    actions = ["cancel_orders"]
+    actions = ["cancel_orders", "export_personal_data", "erase_personal_data"]
     readonly_fields = [
         "reference",
         "status",
@@ -91,6 +92,7 @@ class OrderAdmin(admin.ModelAdmin):
         "ssh_key_fingerprint",
         "language",
         "terms_accepted_at",
+        "personal_data_erased_at",
         "created_at",
         "updated_at",
     ]
@@ -126,6 +128,7 @@ class OrderAdmin(admin.ModelAdmin):
                     "ssh_public_key",
                     "ssh_key_fingerprint",
                     "terms_accepted_at",
+                    "personal_data_erased_at",
                 ]
             },
         ),
@@ -149,3 +152,32 @@ class OrderAdmin(admin.ModelAdmin):
                 )
             else:
                 self.message_user(request, f"{order.reference}: cancelled")
+
+    def has_manage_personal_data_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("shop.manage_personal_data")
+
+    @admin.action(description="Export the customers' personal data (JSON)", permissions=["manage_personal_data"])
+    def export_personal_data(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse:
+        orders = queryset.select_related("preparation", "payment__asset__network")
+        documents = [order_personal_data_export(order=order) for order in orders]
+        response = JsonResponse({"orders": documents}, json_dumps_params={"indent": 2, "ensure_ascii": False})
+        response["Content-Disposition"] = 'attachment; filename="personal-data.json"'
+        return response
+
+    @admin.action(
+        description="Erase the customers' personal data (keeps the payment evidence)",
+        permissions=["manage_personal_data"],
+    )
+    def erase_personal_data(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse | None:
+        items = [f"{order.reference}: {order.get_status_display()}, {order.email}" for order in queryset]
+        reason, page = reason_asked(self, request, queryset, title="Erase personal data", items=items)
+        if page is not None:
+            return page  # an erasure needs a reason, kept in the order's events
+        for order in queryset:
+            try:
+                order_personal_data_erase(order_id=order.pk, actor=request.user.get_username(), reason=reason)
+            except ErasureRefused as exc:
+                self.message_user(request, str(exc), messages.WARNING)
+            else:
+                self.message_user(request, f"{order.reference}: personal data erased")
+        return None

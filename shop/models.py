@@ -138,6 +138,8 @@ class Order(models.Model):
     hypothesis_text = models.TextField(blank=True)
     language = models.CharField(max_length=8, choices=settings.LANGUAGES, default="en")
     terms_accepted_at = models.DateTimeField()
+    # Set once staff erased the contact data on the customer's request (shop.personal_data).
+    personal_data_erased_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -151,6 +153,7 @@ class Order(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(lots__gte=1), name="order_lots_positive"),
         ]
+        permissions = [("manage_personal_data", "Export and erase a customer's personal data")]
 
     def __str__(self) -> str:
         return self.reference

@@ -11,6 +11,7 @@ ROLES = {
             "shop.view_order",
             "shop.view_orderevent",
             "shop.view_reservation",
+            "shop.manage_personal_data",
             "payments.view_paymentrequest",
             "payments.review_payment",
             "payments.view_credit",
