@@ -224,9 +224,12 @@ MANIFEST_SIGNING_KEY = env_str("MANIFEST_SIGNING_KEY", DEV_MANIFEST_SIGNING_KEY)
 PREFLIGHT_TIMEOUT_SECONDS = env_int("PREFLIGHT_TIMEOUT_SECONDS", 1800)
 REMINDER_HOURS = (72, 24, 1)
 
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.redaction.SecretsHidingExceptionReporterFilter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Every line through config.redaction: order tokens, API tokens and private keys never reach a log.
+    "formatters": {"redacting": {"()": "config.redaction.RedactingFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "redacting"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
