@@ -53,6 +53,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.csp.ContentSecurityPolicyMiddleware",
+    "config.ratelimit.RateLimitMiddleware",
 ]
 
 # Security headers on every response, in development too, so that a page breaking them shows at once.
@@ -128,6 +129,20 @@ STORAGES = {
 }
 
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
+
+# Rate limits per client IP (config/ratelimit.py); the counters live in the default cache.
+_CACHE_URL = env_str("CACHE_URL", "")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+    if _CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
+RATELIMIT_WINDOW_S = env_int("RATELIMIT_WINDOW_S", 600)
+RATELIMIT_ORDERS = env_int("RATELIMIT_ORDERS", 10)
+RATELIMIT_PAID = env_int("RATELIMIT_PAID", 30)
+RATELIMIT_TOKEN_FAILURES = env_int("RATELIMIT_TOKEN_FAILURES", 20)
+RATELIMIT_TRUSTED_PROXIES = env_int("RATELIMIT_TRUSTED_PROXIES", 0)
 
 # Email: the console by default; any SMTP server or ESP backend through the environment.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
