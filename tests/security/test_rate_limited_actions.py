@@ -73,3 +73,18 @@ def test_behind_a_trusted_proxy_the_limit_follows_the_forwarded_client_address(
 
     assert first == [201, 201, 429]
     assert (forged, other) == (429, 201)
+
+
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [("es", "Demasiadas solicitudes. Vuelva a intentarlo"), ("fr", "Trop de requêtes. Réessayez dans")],
+)
+def test_the_429_page_speaks_the_customers_language(db, limits_on, language, text):
+    limits_on.RATELIMIT_TOKEN_FAILURES = 1
+    client = Client(headers={"Accept-Language": language})
+    client.get("/o/B2-AAAA-BBBB/wrong/")
+
+    page = client.get("/o/B2-AAAA-BBBB/wrong/")
+
+    assert page.status_code == 429
+    assert text in page.content.decode()
