@@ -13,14 +13,6 @@ from django.test import Client
 TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 
-@pytest.fixture
-def placed(anvil, make_node, order_payload) -> dict:
-    make_node()
-    response = Client().post("/api/v1/orders/", order_payload, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
 def page_path(placed: dict) -> str:
     return "/" + placed["status_url"].split("://", 1)[-1].split("/", 1)[1]
 

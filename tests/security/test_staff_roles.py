@@ -35,14 +35,6 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def placed(anvil, make_node, order_payload) -> dict:
-    make_node()
-    response = Client().post("/api/v1/orders/", order_payload, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
 def client_as(role: str, placed: dict) -> Client:
     if role == "customer":  # holds the order's secret token, nothing else
         return Client(headers={"X-Order-Token": placed["access_token"]})
