@@ -5,7 +5,11 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from config.health import healthz
+from config.staff_login import OptionalOTPAuthenticationForm
 from shop.views import manifest_public_key
+
+# Optional TOTP: the admin login asks for a code only from a user with a confirmed TOTPDevice.
+admin.site.login_form = OptionalOTPAuthenticationForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
