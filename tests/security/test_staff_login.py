@@ -64,3 +64,12 @@ def test_five_wrong_passwords_lock_out_the_sixth_try_with_the_right_one_but_not_
     client = Client()
     assert log_in(client, "eve").status_code == 302
     assert is_in_admin(client)
+
+
+def test_the_admin_login_page_offers_the_optional_authenticator_code_field(client):
+    page = client.get("/admin/login/")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'name="otp_token"' in html and 'autocomplete="one-time-code"' in html
+    assert 'name="username"' in html and 'name="password"' in html
