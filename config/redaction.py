@@ -55,4 +55,4 @@ class SecretsHidingExceptionReporterFilter(SafeExceptionReporterFilter):
 
     def cleanse_setting(self, key, value):
         value = super().cleanse_setting(key, value)
-        return redact(value) if isinstance(value, str) else value
+        return redact(value) if type(value) is str else value  # not lazy objects that pose as str
