@@ -158,7 +158,9 @@ class OrderAdmin(admin.ModelAdmin):
 
     @admin.action(description="Export the customers' personal data (JSON)", permissions=["manage_personal_data"])
     def export_personal_data(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse:
-        orders = queryset.select_related("preparation", "payment__asset__network")
+        orders = queryset.select_related("preparation", "payment__asset__network").prefetch_related(
+            "payment__notices", "payment__credits", "events"
+        )
         documents = [order_personal_data_export(order=order) for order in orders]
         response = JsonResponse({"orders": documents}, json_dumps_params={"indent": 2, "ensure_ascii": False})
         response["Content-Disposition"] = 'attachment; filename="personal-data.json"'

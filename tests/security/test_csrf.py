@@ -10,11 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
+from tests.security.helpers import page_path
+
 TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-
-
-def page_path(placed: dict) -> str:
-    return "/" + placed["status_url"].split("://", 1)[-1].split("/", 1)[1]
 
 
 def form_token(client: Client, path: str) -> str:

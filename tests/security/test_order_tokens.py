@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from tests.security.helpers import page_path
+
 
 @pytest.fixture
 def two_orders(anvil, make_node, order_payload) -> tuple[dict, dict]:
@@ -55,4 +57,4 @@ def test_the_order_pages_answer_404_for_every_bad_token(two_orders):
         assert client.get(base).status_code == 404, what
         assert client.post(base + "paid/").status_code == 404, what
         assert client.get(base + "manifest.json").status_code == 404, what
-    assert client.get("/" + mine["status_url"].split("://", 1)[-1].split("/", 1)[1]).status_code == 200
+    assert client.get(page_path(mine)).status_code == 200
