@@ -78,8 +78,8 @@ def exceeded(bucket: str, ip: str, *, now: float | None = None) -> int | None:
     return retry_after if used >= limit.count else None
 
 
-def too_many(request: HttpRequest, retry_after: int) -> HttpResponse:
-    message = _("Too many requests. Please try again in %(seconds)s seconds.") % {"seconds": retry_after}
+def too_many(request: HttpRequest, retry_after: int, message: str = "") -> HttpResponse:
+    message = message or _("Too many requests. Please try again in %(seconds)s seconds.") % {"seconds": retry_after}
     if request.path.startswith("/api/"):
         response: HttpResponse = JsonResponse({"detail": message}, status=429)
     else:

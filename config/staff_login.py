@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
+from axes.helpers import get_cool_off
+from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
 from django_otp import user_has_device
 from django_otp.forms import OTPAuthenticationForm
 from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from config.ratelimit import too_many
 
 
 class OptionalOTPAuthenticationForm(OTPAuthenticationForm):
@@ -18,3 +25,13 @@ class OptionalOTPAuthenticationForm(OTPAuthenticationForm):
     def _chosen_device(self, user):
         """The device picked in the form, else the user's first confirmed TOTP device (the admin shows no picker)."""
         return super()._chosen_device(user) or TOTPDevice.objects.devices_for_user(user, confirmed=True).first()
+
+
+def lockout_response(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
+    """django-axes' lockout as the site's own translated 429 page, with Retry-After set to the cool-off."""
+    cool_off = get_cool_off(request)
+    seconds = int(cool_off.total_seconds()) if cool_off else 900
+    message = _("This login is locked after too many failed attempts. Please try again in %(minutes)s minutes.") % {
+        "minutes": math.ceil(seconds / 60)
+    }
+    return too_many(request, seconds, message)

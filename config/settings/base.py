@@ -73,6 +73,9 @@ AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_RESET_ON_SUCCESS = True
+# The lockout is the site's translated 429 page, and the IP is read as the rate limits read it (trusted proxies).
+AXES_LOCKOUT_CALLABLE = "config.staff_login.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "config.ratelimit.client_ip"
 
 # Security headers on every response, in development too, so that a page breaking them shows at once.
 # No `unsafe-inline` anywhere: scripts are files under static/js/ (no inline script, no `on*=`

@@ -60,7 +60,8 @@ def test_five_wrong_passwords_lock_out_the_sixth_try_with_the_right_one_but_not_
     assert answers == [200, 200, 200, 200, 429]  # the fifth failure already answers "locked"
     locked = log_in(Client(), "dee")
     assert locked.status_code == 429
-    assert b"locked" in locked.content.lower()
+    assert "This login is locked after too many failed attempts" in locked.content.decode()
+    assert locked["Retry-After"] == "900"  # the 15-minute cool-off
     client = Client()
     assert log_in(client, "eve").status_code == 302
     assert is_in_admin(client)
@@ -73,3 +74,31 @@ def test_the_admin_login_page_offers_the_optional_authenticator_code_field(clien
     html = page.content.decode()
     assert 'name="otp_token"' in html and 'autocomplete="one-time-code"' in html
     assert 'name="username"' in html and 'name="password"' in html
+
+
+def test_the_lockout_page_speaks_the_staff_members_language():
+    staff("fay")
+    for _ in range(5):
+        log_in(Client(), "fay", "wrong")
+
+    locked = log_in(Client(headers={"Accept-Language": "es"}), "fay")
+
+    assert locked.status_code == 429
+    assert "Este acceso está bloqueado tras demasiados intentos fallidos" in locked.content.decode()
+
+
+def test_behind_a_trusted_proxy_the_lockout_follows_the_forwarded_address_not_the_proxys(settings):
+    settings.RATELIMIT_TRUSTED_PROXIES = 1
+    staff("gus")
+
+    def behind_the_proxy(client_address: str) -> Client:
+        return Client(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=client_address)
+
+    for _ in range(5):
+        log_in(behind_the_proxy("198.51.100.1"), "gus", "wrong")
+    attacker = log_in(behind_the_proxy("198.51.100.1"), "gus")
+    colleague = behind_the_proxy("198.51.100.7")
+    elsewhere = log_in(colleague, "gus")
+
+    assert attacker.status_code == 429
+    assert elsewhere.status_code == 302 and is_in_admin(colleague)
