@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -86,3 +90,147 @@ def database_is_postgres() -> bool:
     from django.db import connection
 
     return connection.vendor == "postgresql"
+
+
+def clean_environment(**overrides: str) -> dict[str, str]:
+    """The current environment without the project's settings variables, plus `overrides`."""
+    prefixes = ("DJANGO_", "PAYMENTS_", "EMAIL_", "CHAIN_RPC_URLS_")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
+    env.update(overrides)
+    return env
+
+
+def database_url_for_tests() -> str:
+    """A DATABASE_URL for the test database pytest-django created, for a process started by the test."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    db = connection.settings_dict
+    credentials = quote(db["USER"] or "", safe="")
+    if db["PASSWORD"]:
+        credentials += ":" + quote(db["PASSWORD"], safe="")
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgres://{credentials}@{db['HOST'] or '127.0.0.1'}{port}/{quote(db['NAME'], safe='')}"
+
+
+def redis_answering(url: str) -> str:
+    """`url` if a Redis server answers a PING there; fails under CI=true (skips elsewhere) when none does."""
+    if not url.startswith(("redis://", "rediss://")):
+        server_missing("Redis (set CELERY_BROKER_URL=redis://...)")
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        server_missing(f"Redis at {url} ({type(exc).__name__})")
+    finally:
+        client.close()
+    return url
+
+
+# The worker's default queue is its own queue too: tasks it enqueues itself (the scan that follows a notice,
+# the emails) come back to it, never to a shared queue that another worker might consume.
+WORKER_SCRIPT = """
+import sys
+from config.celery import app
+app.conf.task_default_queue = sys.argv[1]
+app.worker_main(["worker", "--pool", "solo", "--concurrency", "1", "-Q", sys.argv[1], "--hostname",
+                 sys.argv[2] + "@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"])
+"""
+
+
+class CeleryWorker:
+    """A real `celery -A config worker` process (solo pool: the process is the one that runs the tasks).
+
+    It reads the production-like base settings, writes to the test database and writes emails as files
+    in `emails`.
+    """
+
+    def __init__(self, *, broker_url: str, queue: str, folder: Path, name: str = "worker", **env: str) -> None:
+        self.queue = queue
+        self.name = name
+        self.log = folder / f"{name}.log"
+        self.emails = folder / "emails"
+        self.emails.mkdir(parents=True, exist_ok=True)
+        environment = clean_environment(
+            DJANGO_SETTINGS_MODULE="config.settings.base",
+            DATABASE_URL=database_url_for_tests(),
+            CELERY_BROKER_URL=broker_url,
+            EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
+            EMAIL_FILE_PATH=str(self.emails),
+            PYTHONUNBUFFERED="1",
+        )
+        environment.update(env)
+        with self.log.open("wb") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", WORKER_SCRIPT, queue, f"{queue}-{name}"],
+                cwd=ROOT,
+                env=environment,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def wait_for(self, condition, what: str, seconds: float = 30.0):
+        """Poll `condition` until it is truthy; fail with the worker's output if it is not in time."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            result = condition()
+            if result:
+                return result
+            assert self.process.poll() is None, f"the {self.name} exited:\n{self.output()[-6000:]}"
+            time.sleep(0.1)
+        pytest.fail(f"{what} within {seconds} s; {self.name} output:\n{self.output()[-6000:]}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def tasks_sent_to(queue: str) -> Iterator[None]:
+    """This process's tasks travel through the broker to `queue` (eager mode off) while the block runs."""
+    from config.celery import app
+
+    previous_eager, previous_routes = app.conf.task_always_eager, app.conf.task_routes
+    app.conf.task_always_eager = False
+    app.conf.update(task_routes={"shop.tasks.*": {"queue": queue}, "payments.tasks.*": {"queue": queue}})
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = previous_eager
+        app.conf.update(task_routes=previous_routes)
+
+
+def queue_delete(broker_url: str, queue: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(broker_url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+    except redis.RedisError:
+        pass  # a private broker the test already stopped
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def celery_worker_on(broker_url: str, folder: Path, **env: str) -> Iterator[CeleryWorker]:
+    """A worker on a queue of its own, fed by this process's tasks; stopped and its queue removed after."""
+    queue = f"test-{uuid.uuid4().hex[:12]}"
+    worker = CeleryWorker(broker_url=broker_url, queue=queue, folder=folder, **env)
+    try:
+        with tasks_sent_to(queue):
+            yield worker
+    finally:
+        worker.stop()
+        queue_delete(broker_url, queue)
