@@ -60,6 +60,10 @@ class CreditInline(ReadOnlyInline):
     ]
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Credit]:
+        # Each row shows its network (explorer link) and asset (named after its network): one join, not 3 per row.
+        return super().get_queryset(request).select_related("network", "asset__network")
+
     @admin.display(description="transaction (explorer)")
     def transaction(self, credit: Credit) -> str:
         template = credit.network.explorer_tx_url

@@ -41,6 +41,9 @@ class ReservationInline(ReadOnlyInline):
     model = Reservation
     fields = ["node", "created_at", "expires_at", "released_at", "release_reason"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Reservation]:
+        return super().get_queryset(request).select_related("node")  # one row per lot, each naming its node
+
 
 class PaymentRequestInline(admin.StackedInline):
     model = PaymentRequest

@@ -4,72 +4,16 @@ not with the number of deposit addresses watched (see bench/scan_rpc_calls.py fo
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
 
 from django.utils import timezone
 
-from payments.addresses import derive_address, key_fingerprint
 from payments.models import Asset, Network, PaymentRequest, ScanCursor
 from payments.networks import rpc_client
 from payments.scan import PassReport, scan_network
-from shop.models import Duration, Order, Preparation
+from tests.perf.bulk import FIRST_BULK_INDEX, open_orders_bulk
 from tests.verification.helpers import units
 
 BLOCKS = 20  # blocks mined between the transfers and the pass, the same in every run
-FIRST_BULK_INDEX = 1_000_000  # far from the indices the checkout hands out
-
-
-def open_usdc_orders(count: int, *, first_index: int, start_block: int) -> None:
-    """`count` open orders in USDC with their own deposit addresses, stored in bulk (no lot is reserved)."""
-    usdc = Asset.objects.select_related("network").get(network__slug="local", symbol="USDC")
-    now = timezone.now()
-    duration, preparation = Duration.objects.get(days=7), Preparation.objects.first()
-    orders = Order.objects.bulk_create(
-        [
-            Order(
-                reference=f"B2-BULK-{first_index + i}",
-                access_nonce=f"bulk-{first_index + i}",
-                lots=1,
-                duration=duration,
-                preparation=preparation,
-                duration_days=7,
-                gpu_model="NVIDIA B200",
-                gpus_per_lot=2,
-                gpu_memory_gb=180,
-                price_per_lot_usd=duration.price_per_lot_usd,
-                total_usd=duration.price_per_lot_usd,
-                first_name="Bulk",
-                last_name="Buyer",
-                email="bulk@example.org",
-                ssh_public_key="-",
-                ssh_key_fingerprint="-",
-                terms_accepted_at=now,
-            )
-            for i in range(count)
-        ]
-    )
-    fingerprint = key_fingerprint()
-    PaymentRequest.objects.bulk_create(
-        [
-            PaymentRequest(
-                order=order,
-                asset=usdc,
-                chain_id=usdc.network.chain_id,
-                contract=usdc.contract,
-                decimals=6,
-                key_fingerprint=fingerprint,
-                derivation_index=first_index + i,
-                address=derive_address(first_index + i),
-                amount_usd=order.total_usd,
-                usd_rate=Decimal(1),
-                amount_base_units=int(order.total_usd * 10**6),
-                expires_at=now + dt.timedelta(minutes=30),
-                watch_until=now + dt.timedelta(days=7),
-                start_block=start_block,
-            )
-            for i, order in enumerate(orders)
-        ]
-    )
 
 
 def counted_pass(chain, customer, *, open_orders: int, first_index: int) -> tuple[int, int, PassReport]:
@@ -78,7 +22,8 @@ def counted_pass(chain, customer, *, open_orders: int, first_index: int) -> tupl
     PaymentRequest.objects.update(watch_until=timezone.now() - dt.timedelta(days=1))  # earlier runs: closed
     start = chain.head()
     placed = customer.order()
-    open_usdc_orders(open_orders - 1, first_index=first_index, start_block=start)
+    usdc = Asset.objects.select_related("network").get(network__slug="local", symbol="USDC")
+    open_orders_bulk(open_orders - 1, asset=usdc, first_index=first_index, start_block=start)
     assert PaymentRequest.objects.filter(watch_until__gte=timezone.now()).count() == open_orders
     half = units(placed) // 2
     chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], half)

@@ -1,0 +1,94 @@
+"""Every page, API call and admin list costs the same number of database queries with 1 and with 100 orders,
+nodes, assets, credits, events and preparation runs: nothing is fetched once per row (no N+1)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from tests.perf.conftest import World
+
+Request = Callable[[World, Client], object]
+
+
+def _path(url: str) -> str:
+    """The path of an absolute URL the API returned."""
+    return "/" + url.split("://", 1)[1].split("/", 1)[1]
+
+
+def _api_order(world: World, client: Client):
+    placed = world.paid
+    return client.get(f"/api/v1/orders/{placed['reference']}/", headers={"X-Order-Token": placed["access_token"]})
+
+
+def _api_place(world: World, client: Client):
+    world.make_node()  # the lot this order takes
+    return client.post("/api/v1/orders/", world.order_payload, content_type="application/json")
+
+
+def _admin_change(model: str, placed_key: str) -> Request:
+    def get(world: World, client: Client):
+        order = world.__dict__[placed_key]["order"]
+        pk = order.payment.pk if model == "payments/paymentrequest" else order.pk
+        return client.get(f"/admin/{model}/{pk}/change/")
+
+    return get
+
+
+CUSTOMER_PAGES: dict[str, tuple[Request, int]] = {
+    "home": (lambda w, c: c.get("/"), 200),
+    "catalog page (order wizard)": (lambda w, c: c.get("/order/"), 200),
+    "payment page (awaiting payment, QR)": (lambda w, c: c.get(_path(w.awaiting["status_url"])), 200),
+    "order status page (paid, 1-100 credits)": (lambda w, c: c.get(_path(w.paid["status_url"])), 200),
+    "GET /api/v1/catalog/": (lambda w, c: c.get("/api/v1/catalog/"), 200),
+    "GET /api/v1/orders/<ref>/": (_api_order, 200),
+    "POST /api/v1/orders/": (_api_place, 201),
+}
+STAFF_PAGES: dict[str, tuple[Request, int]] = {
+    "admin orders": (lambda w, c: c.get("/admin/shop/order/"), 200),
+    "admin payments": (lambda w, c: c.get("/admin/payments/paymentrequest/"), 200),
+    "admin nodes": (lambda w, c: c.get("/admin/provisioning/node/"), 200),
+    "admin preparation runs": (lambda w, c: c.get("/admin/provisioning/preparationrun/"), 200),
+    "admin assets (network page)": (lambda w, c: c.get("/admin/payments/network/"), 200),
+    "admin order page (events inline)": (_admin_change("shop/order", "paid"), 200),
+    "admin payment page (credits, events)": (_admin_change("payments/paymentrequest", "paid"), 200),
+}
+
+
+def queries(request: Request, world: World, client: Client, expected_status: int) -> int:
+    """Queries of one request, measured after an identical warm-up (caches and the session are filled)."""
+    assert request(world, client).status_code == expected_status
+    with CaptureQueriesContext(connection) as captured:
+        response = request(world, client)
+    assert response.status_code == expected_status, getattr(response, "content", b"")[:500]
+    return len(captured.captured_queries)
+
+
+def _same_cost(request: Request, world: World, client: Client, status: int, name: str) -> None:
+    # Given a shop with 1 of each
+    world.grow(1)
+    small = queries(request, world, client, status)
+    # When it holds 100 of each
+    world.grow(100)
+    large = queries(request, world, client, status)
+    # Then the request makes exactly as many queries
+    print(f"\nqueries: {name}: {small} with 1, {large} with 100")
+    assert large == small, f"{name}: {small} queries with 1 of each, {large} with 100"
+
+
+@pytest.mark.parametrize("name", CUSTOMER_PAGES)
+def test_a_customer_page_makes_as_many_queries_with_100_of_each_as_with_1(world, name):
+    request, status = CUSTOMER_PAGES[name]
+    _same_cost(request, world, Client(), status, name)
+
+
+@pytest.mark.parametrize("name", STAFF_PAGES)
+def test_an_admin_page_makes_as_many_queries_with_100_of_each_as_with_1(world, django_user_model, name):
+    request, status = STAFF_PAGES[name]
+    staff = Client()
+    staff.force_login(django_user_model.objects.create_superuser("perf-admin", "admin@example.org", "pw-not-used"))
+    _same_cost(request, world, staff, status, name)
