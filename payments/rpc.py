@@ -9,7 +9,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,10 +90,17 @@ class RpcClient:
         self.requests = 0  # HTTP requests made
         # URLs whose head was stale: not asked again by this client (one pass), whatever they answer.
         self.excluded: set[str] = set()
+        # The URL that gave the last answer: a second opinion is asked of another one (`avoid`).
+        self.last_url: str | None = None
 
-    def _post(self, payload: Any, check: Callable[[Any], None] | None = None) -> Any:
+    @property
+    def can_cross_check(self) -> bool:
+        """Two or more URLs: what one provider says can be checked against another."""
+        return len(self.urls) > 1
+
+    def _post(self, payload: Any, check: Callable[[Any], None] | None = None, avoid: Collection[str] = ()) -> Any:
         failures = []
-        for url in BACKOFF.order([url for url in self.urls if url not in self.excluded]):
+        for url in BACKOFF.order([url for url in self.urls if url not in self.excluded and url not in avoid]):
             self.requests += 1
             try:
                 response = self.session.post(url, json=payload, timeout=self.timeout)
@@ -111,8 +118,9 @@ class RpcClient:
                 log.warning("rpc %s failed: %s", url, exc)
                 continue
             BACKOFF.succeeded(url)
+            self.last_url = url
             return body
-        raise RpcUnavailable("; ".join(failures) or "every RPC URL was set aside (stale head)")
+        raise RpcUnavailable("; ".join(failures) or "no RPC URL left to ask (stale heads set aside)")
 
     @staticmethod
     def _result(item: dict, method: str) -> Any:
@@ -121,13 +129,13 @@ class RpcClient:
             raise RpcResponseError(f"{method}: {error.get('message', error) if isinstance(error, dict) else error}")
         return item.get("result")
 
-    def call(self, method: str, params: list[Any] | None = None) -> Any:
+    def call(self, method: str, params: list[Any] | None = None, *, avoid: Collection[str] = ()) -> Any:
         self.calls += 1
-        body = self._post({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or []})
+        body = self._post({"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params or []}, avoid=avoid)
         return self._result(body, method)
 
-    def batch(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
-        """Several calls in one HTTP request; results in the order of the calls."""
+    def batch(self, calls: list[tuple[str, list[Any]]], *, avoid: Collection[str] = ()) -> list[Any]:
+        """Several calls in one HTTP request; results in the order of the calls. `avoid`: URLs not to ask."""
         if not calls:
             return []
         self.calls += len(calls)
@@ -136,13 +144,13 @@ class RpcClient:
             {"jsonrpc": "2.0", "id": call_id, "method": method, "params": params}
             for call_id, (method, params) in zip(ids, calls, strict=True)
         ]
-        body = self._post(payload)
+        body = self._post(payload, avoid=avoid)
         if not isinstance(body, list):
             raise RpcResponseError(f"batch answered with {type(body).__name__}: {str(body)[:200]}")
         by_id = {item.get("id"): item for item in body}
         return [self._result(by_id.get(call_id, {}), method) for call_id, (method, _p) in zip(ids, calls, strict=True)]
 
-    def head(self) -> Head:
+    def head(self, *, avoid: Collection[str] = ()) -> Head:
         """The latest block; a URL whose head is older than max_head_age counts as down."""
         self.calls += 1
 
@@ -157,6 +165,7 @@ class RpcClient:
         body = self._post(
             {"jsonrpc": "2.0", "id": next(_ids), "method": "eth_getBlockByNumber", "params": ["latest", False]},
             check=fresh,
+            avoid=avoid,
         )
         block = self._result(body, "eth_getBlockByNumber")
         return Head(number=int(block["number"], 16), hash=block["hash"], timestamp=int(block["timestamp"], 16))
@@ -167,10 +176,10 @@ class RpcClient:
     def chain_id(self) -> int:
         return int(self.call("eth_chainId"), 16)
 
-    def tagged_block_number(self, tag: str) -> int | None:
+    def tagged_block_number(self, tag: str, *, avoid: Collection[str] = ()) -> int | None:
         """The number of the `safe` or `finalized` block; None where the node doesn't know the tag."""
         try:
-            block = self.call("eth_getBlockByNumber", [tag, False])
+            block = self.call("eth_getBlockByNumber", [tag, False], avoid=avoid)
         except RpcResponseError:
             return None
         return hex_int(block["number"]) if block else None

@@ -16,18 +16,11 @@ from dataclasses import dataclass, field
 from django.db.models import Min
 from django.utils import timezone
 
-from payments.credits import (
-    TRANSFER_TOPIC,
-    Transfer,
-    address_topic,
-    credit_move,
-    credit_record,
-    credit_remove,
-    topic_address,
-)
-from payments.models import Asset, Credit, Network, PaymentRequest, PaymentStatus, ScanCursor
+from payments.credits import TRANSFER_TOPIC, Transfer, address_topic, credit_record, topic_address
+from payments.models import Asset, Network, PaymentRequest, PaymentStatus, ScanCursor
 from payments.native import chunks, top_level_transfers, unexplained_balance_transfers
 from payments.networks import network_health_record, rpc_client
+from payments.reconfirm import credits_reconfirm
 from payments.rpc import Head, RpcClient, RpcUnavailable
 
 log = logging.getLogger(__name__)
@@ -46,13 +39,40 @@ class PassReport:
     logs: int = 0
     credited: int = 0
     removed: int = 0
+    disputed: int = 0  # credits the RPC providers disagree about, left as they were
     payments: set[int] = field(default_factory=set)  # payment ids whose credits changed or aged
+    deep_reorgs: dict[int, str] = field(default_factory=dict)  # payment id -> what took its final money
 
     def __str__(self) -> str:
         return (
             f"{self.network}: blocks {self.from_block}-{self.to_block} (head {self.head}, safe {self.safe}), "
-            f"{self.logs} logs, {self.credited} credited, {self.removed} removed, {len(self.payments)} settled"
+            f"{self.logs} logs, {self.credited} credited, {self.removed} removed, {self.disputed} disputed, "
+            f"{len(self.deep_reorgs)} deep reorgs, {len(self.payments)} settled"
         )
+
+
+def agreed_head(network: Network, client: RpcClient) -> tuple[Head, int | None]:
+    """The head (and `safe` block) to count confirmations from. With two or more RPC URLs, a second
+    provider is asked too and the lower of the two is used: a provider that runs ahead of the others (a
+    fork, a lie) cannot confirm a payment on its own word. Only one provider answering is trusted alone,
+    as a lone configured URL is."""
+    head = client.head()
+    first = client.last_url
+    safe = client.tagged_block_number("safe") if network.use_safe_tag else None
+    if not client.can_cross_check:
+        return head, safe
+    elsewhere = {first} if first else set()
+    try:
+        other = client.head(avoid=elsewhere)
+        other_safe = client.tagged_block_number("safe", avoid=elsewhere) if network.use_safe_tag else None
+    except RpcUnavailable as exc:
+        log.warning("%s: one RPC provider answered, no second one to check its head: %s", network.slug, exc)
+        return head, safe
+    if other.number < head.number:
+        log.info("%s: providers' heads differ (%d, %d): the lower counts", network.slug, head.number, other.number)
+        head = other
+    safe = None if safe is None or other_safe is None else min(safe, other_safe)
+    return head, safe
 
 
 def watched_payments(now: dt.datetime) -> list[PaymentRequest]:
@@ -78,15 +98,14 @@ def _cursor(network: Network, head: Head, watched: list[PaymentRequest]) -> Scan
 
 def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.datetime | None = None) -> PassReport:
     """One pass. Raises RpcUnavailable (transient) when no RPC URL gives a fresh head."""
-    from payments.settle import payment_settle  # settle imports shop, which imports checkout
+    from payments.settle import payment_settle, payment_settle_after_deep_reorg  # settle imports shop
 
     now = now or timezone.now()
     client = client or rpc_client(network)
     report = PassReport(network=network.slug)
     try:
-        head = client.head()
+        head, safe = agreed_head(network, client)
         chain_id = client.chain_id()
-        safe = client.tagged_block_number("safe") if network.use_safe_tag else None
     except RpcUnavailable as exc:
         network_health_record(network=network, ok=False, error=str(exc))
         raise
@@ -102,10 +121,16 @@ def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.d
     cursor = _cursor(network, head, watched)
     if watched:
         _scan_new_blocks(network, client, cursor, head, watched, report)
-    _reconfirm(network, client, head, report)
+    checked = credits_reconfirm(network=network, client=client, head=head.number, safe=safe, now=now)
+    report.payments |= checked.payments
+    report.removed += checked.removed
+    report.disputed += checked.disputed
+    report.deep_reorgs = checked.deep
     cursor.last_pass_at = now
     cursor.save(update_fields=["last_pass_at"])
-    for payment_id in sorted(report.payments):
+    for payment_id, reason in sorted(report.deep_reorgs.items()):
+        payment_settle_after_deep_reorg(payment_id=payment_id, reason=reason, now=now)
+    for payment_id in sorted(report.payments - set(report.deep_reorgs)):
         payment_settle(payment_id=payment_id, now=now)
     log.info("scan %s", report)
     return report
@@ -197,28 +222,3 @@ def _block_timestamps(client: RpcClient, numbers: Iterable[str]) -> dict[str, st
     numbers = sorted(numbers)
     blocks = client.batch([("eth_getBlockByNumber", [number, False]) for number in numbers])
     return {number: block["timestamp"] for number, block in zip(numbers, blocks, strict=True) if block}
-
-
-def _reconfirm(network: Network, client: RpcClient, head: Head, report: PassReport) -> None:
-    """Until final, each credit's receipt is fetched again: gone or moved means a reorg."""
-    pending = list(Credit.objects.filter(network=network, removed_at__isnull=True, final=False))
-    if not pending:
-        return
-    receipts = client.batch([("eth_getTransactionReceipt", [credit.tx_hash]) for credit in pending])
-    for credit, receipt in zip(pending, receipts, strict=True):
-        report.payments.add(credit.payment_id)
-        if receipt is None or int(receipt["status"], 16) != 1:
-            credit_remove(credit=credit, reason=f"reorg: the transaction vanished from the chain (head {head.number})")
-            report.removed += 1
-            continue
-        if receipt["blockHash"].lower() != credit.block_hash.lower():
-            # Re-mined elsewhere (perhaps lower than the blocks a pass re-reads): follow it there.
-            block = client.call("eth_getBlockByNumber", [receipt["blockNumber"], False])
-            credit_move(credit=credit, block=block, reason=f"reorg: block {credit.block_number} was replaced")
-            report.removed += 1
-            continue
-        confirmations = head.number - credit.block_number + 1
-        final = confirmations >= network.confirmations_required or (
-            report.safe is not None and credit.block_number <= report.safe
-        )
-        Credit.objects.filter(pk=credit.pk).update(confirmations=max(confirmations, 0), final=final)

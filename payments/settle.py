@@ -10,6 +10,9 @@
 | any after the deadline                    | late          | needs_review   |
 | any on another network or in another token| wrong_network | needs_review   |
 A reviewer's decision (accepted or rejected) is final: later passes only update the figures.
+A reorg deeper than the confirmations that changes money already final never moves the order back to
+awaiting payment by itself (access may be given already): the order goes to needs_review, or keeps its
+status with an event row where it is being prepared or active (payment_settle_after_deep_reorg).
 """
 
 from __future__ import annotations
@@ -129,4 +132,34 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
 
             transaction.on_commit(lambda: payment_email_task.delay(payment.pk, EMAIL_FOR[status]), robust=True)
     log.info("payment %s of order %s: %s", payment.pk, payment.order_id, status)
+    return status
+
+
+def payment_settle_after_deep_reorg(*, payment_id: int, reason: str, now: dt.datetime | None = None) -> str | None:
+    """A reorg deeper than the confirmation depth changed money that counted as final. Recompute the figures,
+    write the reason as an event row, and hand the order to a reviewer instead of un-paying it."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        payment = PaymentRequest.objects.select_for_update().filter(pk=payment_id).first()
+        if payment is None:
+            return None
+        status, received, confirmations = payment_status_for(payment, list(payment.credits.all()))
+        payment.received_base_units = received
+        payment.confirmations = confirmations
+        if payment.status == P.REJECTED:
+            status = P.REJECTED  # refused already: the figures change, the decision stands
+        else:
+            # What a reviewer may have accepted is no longer what the chain shows.
+            payment.reviewed_at, payment.reviewed_by = None, ""
+            payment.save(update_fields=["reviewed_at", "reviewed_by"])
+        payment_transition(payment=payment, to=status, actor="system", reason=f"{reason}; a reviewer decides", now=now)
+        if status != P.REJECTED:
+            order_payment_outcome(
+                order_id=payment.order_id,
+                outcome=OrderPaymentOutcome.NEEDS_REVIEW,
+                reason=f"payment {status}: {reason}",
+                now=now,
+                note_if_unmoved=True,
+            )
+    log.error("payment %s of order %s: %s", payment.pk, payment.order_id, reason)
     return status

@@ -249,9 +249,11 @@ def order_payment_outcome(
     actor: str = "system",
     now: dt.datetime | None = None,
     hold_missing_lots: bool = False,
+    note_if_unmoved: bool = False,
 ) -> Order:
     """The one door from payments into shop. Runs inside the payment's transaction (lock order:
-    payment, then order). Lots are held without a deadline once money is seen or paid."""
+    payment, then order). Lots are held without a deadline once money is seen or paid.
+    `note_if_unmoved`: an order whose status cannot move (being prepared, active) still gets an event row."""
     now = now or timezone.now()
     order = Order.objects.select_for_update().get(pk=order_id)
     if outcome == OrderPaymentOutcome.HOLD:
@@ -266,6 +268,13 @@ def order_payment_outcome(
     target, sources = OUTCOME_TARGETS[outcome]
     if order.status in sources:
         order_transition(order=order, to=target, actor=actor, reason=reason, now=now)
+    elif note_if_unmoved and order.status != target:
+        # e.g. a deep reorg under an order whose access is given: staff see it on the order, nothing moves.
+        OrderEvent.objects.create(
+            order=order, created_at=now, from_status=order.status, to_status=order.status, actor=actor, reason=reason
+        )
+        log.warning("order %s: payment outcome %s noted in status %s", order.reference, outcome, order.status)
+        return order
     elif order.status != target and not (outcome == OrderPaymentOutcome.UNPAID and order.status in UNPAID_STATUSES):
         # e.g. money for an order that is already being prepared: evidence for staff, no move.
         log.warning("order %s: payment outcome %s ignored in status %s", order.reference, outcome, order.status)

@@ -246,6 +246,8 @@ if PAYMENTS_XPUB != DEV_PAYMENTS_XPUB:
 PAYMENT_WINDOW_MINUTES = env_int("PAYMENT_WINDOW_MINUTES", 30)
 # Deposit addresses stay watched this long after the window: late money reaches a reviewer.
 PAYMENT_WATCH_DAYS = env_int("PAYMENT_WATCH_DAYS", 7)
+# Final credits stay re-checked this long after their block (a reorg deeper than the confirmations goes to review).
+PAYMENT_REORG_WATCH_HOURS = env_int("PAYMENT_REORG_WATCH_HOURS", 24)
 
 # A native coin's USD rate older than this is refused when quoting.
 RATE_MAX_AGE_SECONDS = env_int("RATE_MAX_AGE_SECONDS", 600)

@@ -1,0 +1,170 @@
+"""Re-checking credits against the chain: confirmations, reorgs, and what needs two providers to agree.
+
+- A credit not yet final has its receipt fetched each pass; it becomes final at the network's
+  confirmations (or at the `safe` tag), counted from the head the providers agree on (payments/scan.py).
+- A final credit stays watched for PAYMENT_REORG_WATCH_HOURS (while its payment's address is watched):
+  a reorg deeper than the confirmations must not go unnoticed. That costs one block read per pass, the
+  block of the highest such credit: a block hash commits to every block below it, so the receipts of
+  the watched credits are fetched only when that hash changed.
+- A change to a credit (removed because its transaction vanished, or moved to another block) needs a
+  second provider to agree when two or more RPC URLs are configured: one provider that drops a receipt
+  (or lags on an old fork) neither un-credits nor confirms. Providers that disagree change nothing; the
+  credit's evidence keeps the last disagreement (`last_dispute`). With one URL configured, its word is enough.
+- A final credit that a reorg changes is not un-paid silently: the caller sends the order to a reviewer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from payments.credits import credit_move, credit_remove
+from payments.models import Credit, Network
+from payments.rpc import RpcClient, RpcUnavailable
+
+log = logging.getLogger(__name__)
+
+OK, GONE, MOVED = "ok", "gone", "moved"
+
+
+@dataclass
+class Reconfirmed:
+    payments: set[int] = field(default_factory=set)  # payment ids whose credits changed or aged
+    removed: int = 0  # credits removed or moved by a reorg
+    disputed: int = 0  # credits the providers disagree about: left as they were
+    deep: dict[int, str] = field(default_factory=dict)  # payment id -> what a reorg deeper than final did
+
+
+def receipt_state(credit: Credit, receipt: dict | None) -> str:
+    """What one provider's receipt says of a credit: still in its block, gone, or in another block."""
+    if receipt is None or int(receipt["status"], 16) != 1:
+        return GONE
+    if receipt["blockHash"].lower() != credit.block_hash.lower():
+        return MOVED
+    return OK
+
+
+def final_credits_watched(network: Network, now: dt.datetime) -> list[Credit]:
+    """Final credits still inside the reorg watch window, of payments whose address is still watched."""
+    since = now - dt.timedelta(hours=settings.PAYMENT_REORG_WATCH_HOURS)
+    return list(
+        Credit.objects.filter(
+            network=network,
+            removed_at__isnull=True,
+            final=True,
+            block_timestamp__gte=since,
+            payment__watch_until__gte=now,
+        )
+    )
+
+
+def credits_reconfirm(
+    *, network: Network, client: RpcClient, head: int, safe: int | None, now: dt.datetime
+) -> Reconfirmed:
+    """One pass over the network's credits: at most three requests when nothing changed on the chain."""
+    result = Reconfirmed()
+    pending = list(Credit.objects.filter(network=network, removed_at__isnull=True, final=False))
+    watched = final_credits_watched(network, now)
+    top = max(watched, key=lambda credit: credit.block_number, default=None)
+    calls = [("eth_getTransactionReceipt", [credit.tx_hash]) for credit in pending]
+    if top is not None:
+        calls.append(("eth_getBlockByNumber", [hex(top.block_number), False]))
+    if not calls:
+        return result
+    answers = client.batch(calls)
+    receipts = dict(zip((credit.pk for credit in pending), answers, strict=False))
+    suspects = [credit for credit in pending if receipt_state(credit, receipts[credit.pk]) != OK]
+    deep: set[int] = set()
+    top_block = answers[-1] if top is not None else None
+    if top_block is not None and top_block["hash"].lower() != top.block_hash.lower():
+        # The chain below the watched credits changed: find which of them a reorg deeper than final took.
+        deep_receipts = client.batch([("eth_getTransactionReceipt", [credit.tx_hash]) for credit in watched])
+        for credit, receipt in zip(watched, deep_receipts, strict=True):
+            receipts[credit.pk] = receipt
+            if receipt_state(credit, receipt) != OK:
+                suspects.append(credit)
+                deep.add(credit.pk)
+    first = client.last_url
+    agreed, others = _second_opinion(client, suspects)
+
+    for credit in pending:
+        result.payments.add(credit.payment_id)
+        if receipt_state(credit, receipts[credit.pk]) == OK:
+            _confirmations_update(network, credit, head, safe)
+    for credit in suspects:
+        receipt = receipts[credit.pk]
+        if credit.pk not in agreed:
+            _dispute_note(credit, first=first, receipt=receipt, other=others)
+            result.disputed += 1
+            continue
+        result.payments.add(credit.payment_id)
+        result.removed += 1
+        reason = _reorg_reason(network, credit, receipt, head, deep=credit.pk in deep)
+        if receipt_state(credit, receipt) == GONE:
+            credit_remove(credit=credit, reason=reason)
+        else:  # re-mined elsewhere (perhaps lower than the blocks a pass re-reads): follow it there
+            block = client.call("eth_getBlockByNumber", [receipt["blockNumber"], False])
+            credit_move(credit=credit, block=block, reason=reason)
+        if credit.pk in deep:
+            result.deep[credit.payment_id] = reason
+            log.error("%s: %s (payment %s)", network.slug, reason, credit.payment_id)
+    return result
+
+
+def _second_opinion(client: RpcClient, suspects: list[Credit]) -> tuple[set[int], str | None]:
+    """(the suspects another provider also finds gone or moved: only those may change, that provider's URL)."""
+    if not suspects:
+        return set(), None
+    if not client.can_cross_check:
+        return {credit.pk for credit in suspects}, None
+    first = client.last_url
+    try:
+        answers = client.batch(
+            [("eth_getTransactionReceipt", [credit.tx_hash]) for credit in suspects], avoid={first} if first else ()
+        )
+    except RpcUnavailable as exc:
+        log.warning("no second provider to confirm %d suspected reorg(s): %s", len(suspects), exc)
+        return set(), None
+    agreed = {credit.pk for credit, other in zip(suspects, answers, strict=True) if receipt_state(credit, other) != OK}
+    return agreed, client.last_url
+
+
+def _confirmations_update(network: Network, credit: Credit, head: int, safe: int | None) -> None:
+    confirmations = head - credit.block_number + 1
+    final = confirmations >= network.confirmations_required or (safe is not None and credit.block_number <= safe)
+    Credit.objects.filter(pk=credit.pk).update(confirmations=max(confirmations, 0), final=final)
+
+
+def _reorg_reason(network: Network, credit: Credit, receipt: dict | None, head: int, *, deep: bool) -> str:
+    where = f"block {credit.block_number} ({credit.block_hash})"
+    if not deep:
+        if receipt_state(credit, receipt) == GONE:
+            return f"reorg: the transaction vanished from the chain (head {head})"
+        return f"reorg: block {credit.block_number} was replaced"
+    prefix = f"reorg deeper than {network.confirmations_required} confirmations: tx {credit.tx_hash} {where}"
+    if receipt_state(credit, receipt) == GONE:
+        return f"{prefix} vanished from the chain (head {head})"
+    return f"{prefix} was replaced; the transaction is now in block {int(receipt['blockNumber'], 16)}"
+
+
+def _host(url: str | None) -> str:
+    return (url or "?").split("://")[-1].split("/")[0]
+
+
+def _dispute_note(credit: Credit, *, first: str | None, receipt: dict | None, other: str | None) -> None:
+    """Providers disagree about this credit (or none could confirm): it stays as it was, and reviewers
+    can read why it waits."""
+    found = "no receipt" if receipt_state(credit, receipt) == GONE else f"it in block {int(receipt['blockNumber'], 16)}"
+    backing = (
+        f"{_host(other)} still has it in block {credit.block_number}"
+        if other
+        else "no other provider answered to confirm it"
+    )
+    note = f"RPC providers disagree: {_host(first)} had {found}; {backing}"
+    evidence = credit.evidence if isinstance(credit.evidence, dict) else {}
+    log.warning("credit %s:%s: %s", credit.tx_hash, credit.log_index, note)
+    if evidence.get("last_dispute") != note:
+        Credit.objects.filter(pk=credit.pk).update(evidence={**evidence, "last_dispute": note})
