@@ -190,7 +190,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "polling_interval": 0.05,
     }
     if CELERY_BROKER_URL.startswith("filesystem")
-    else {}
+    # Redis: a task whose worker died unacknowledged (acks_late) goes back to the queue after this long.
+    # It must exceed the longest countdown (retry backoff) a task waits in a worker; tests shorten it.
+    else {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600)}
 )
 if CELERY_BROKER_URL.startswith("filesystem"):
     for folder in ("broker", "broker-processed", "broker-control"):
@@ -207,6 +209,8 @@ CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_TIMEZONE = "UTC"
 SCAN_INTERVAL_SECONDS = env_int("SCAN_INTERVAL_SECONDS", 15)
+# An "I have paid" notice still unchecked after this long is sent again by the periodic scan.
+NOTICE_RECHECK_AFTER_SECONDS = env_int("NOTICE_RECHECK_AFTER_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
     "release-expired-reservations": {
         "task": "shop.tasks.reservations_release_expired_task",
