@@ -77,6 +77,12 @@ class PreparationRun(models.Model):
     report_sha256 = models.CharField(max_length=64, blank=True)
     error = models.TextField(blank=True)
     requested_by = models.CharField(max_length=150)
+    # A worker that dies mid-run leaves the run `running`; its task is delivered again and the run starts
+    # over as the next attempt. Only the latest attempt may write the outcome.
+    attempt = models.PositiveSmallIntegerField(default=0)
+    node_workdir = models.CharField(
+        max_length=255, blank=True, help_text="The attempt's scratch directory on the node (cleared by the next)."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

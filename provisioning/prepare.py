@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import re
 import shlex
 
 from django.conf import settings
@@ -18,8 +19,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from provisioning.bundle import node_bundle
+from provisioning.claims import Claim, run_claim, run_release
 from provisioning.drivers import driver_for
-from provisioning.drivers.base import DriverError
+from provisioning.drivers.base import CommandTimeout, Driver, DriverError
 from provisioning.models import Node, NodeState, PreparationRun, RunStatus
 from shop import capacity
 from shop.models import Order, OrderStatus
@@ -28,6 +30,15 @@ from shop.orders import order_transition
 log = logging.getLogger(__name__)
 S = OrderStatus
 OPEN_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
+# A driver's scratch directory (ssh: mktemp's b200-node.XXXXXXXXXX, local: b200-node-XXXXXXXX).
+WORKDIR = re.compile(r"/[\w./-]*/b200-node[.-]\w+")
+# Kills what a lost attempt left running in its scratch directory on the node, then removes the directory.
+CLEAR_LOST_ATTEMPT = """
+for p in /proc/[0-9]*; do
+  case "$(readlink "$p/cwd" 2>/dev/null)" in "$1"|"$1"/*) kill -KILL "${p#/proc/}" 2>/dev/null;; esac
+done
+rm -rf -- "$1"
+"""
 
 
 class PreparationError(Exception):
@@ -79,27 +90,33 @@ def _progress(run: PreparationRun, step: str, percent: int, line: str = "") -> N
     run.step, run.progress = step, percent
     if line:
         run.log = (run.log + line.rstrip() + "\n")[-20_000:]
-    PreparationRun.objects.filter(pk=run.pk).update(step=step, progress=percent, log=run.log)
+    # Only the attempt that holds the run writes to it.
+    PreparationRun.objects.filter(pk=run.pk, attempt=run.attempt).update(step=step, progress=percent, log=run.log)
 
 
 def preparation_execute(*, run_id: int) -> str | None:
-    """Run one node's preparation. Idempotent: a run already claimed or finished is left alone."""
-    now = timezone.now()
-    claimed = PreparationRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING, started_at=now, step="connecting"
-    )
-    if claimed != 1:
+    """Run one node's preparation. Idempotent: a finished run, or one a live worker runs, is left alone;
+    a run whose worker died starts over as its next attempt (provisioning.claims)."""
+    claim = run_claim(run_id=run_id)
+    if claim is None:
         return None
-    run = PreparationRun.objects.select_related("order__preparation", "node").get(pk=run_id)
     try:
-        status, report, error = _run_on_node(run)
+        return _execute(claim)
+    finally:
+        run_release(claim)
+
+
+def _execute(claim: Claim) -> str | None:
+    run = PreparationRun.objects.select_related("order__preparation", "node").get(pk=claim.run_id)
+    try:
+        status, report, error = _run_on_node(run, lost_workdir=claim.lost_workdir)
     except DriverError as exc:  # unreachable, wrong host key, timed out: the node is not handed over
         status, report, error = RunStatus.ERROR, None, f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # an unexpected failure is recorded on the run, never left "running"
-        log.exception("preparation run %s broke", run_id)
+        log.exception("preparation run %s broke", run.pk)
         status, report, error = RunStatus.ERROR, None, f"unexpected {type(exc).__name__}: {exc}"
     raw = json.dumps(report, sort_keys=True).encode() if report is not None else b""
-    PreparationRun.objects.filter(pk=run.pk).update(
+    written = PreparationRun.objects.filter(pk=run.pk, attempt=claim.attempt, status=RunStatus.RUNNING).update(
         status=status,
         report=report,
         report_sha256=hashlib.sha256(raw).hexdigest() if raw else "",
@@ -108,11 +125,25 @@ def preparation_execute(*, run_id: int) -> str | None:
         step="done" if status == RunStatus.PASSED else "stopped",
         progress=100,
     )
+    if written != 1:  # a later attempt took the run over: its outcome counts, not this one's
+        return None
     preparation_conclude(order_id=run.order_id, actor=run.requested_by)
     return status
 
 
-def _run_on_node(run: PreparationRun) -> tuple[str, dict | None, str]:
+def _connect_timeout() -> float:
+    return float(getattr(settings, "NODE_CONNECT_TIMEOUT_SECONDS", 10))
+
+
+def _clear_lost_attempt(driver: Driver, workdir: str) -> str:
+    """Kill what a lost attempt left running on the node (a preflight holding the cards) and remove its files."""
+    if not WORKDIR.fullmatch(workdir) or ".." in workdir:
+        return f"left {workdir!r} alone: not a scratch directory"
+    result = driver.run(["sh", "-c", CLEAR_LOST_ATTEMPT, "sh", workdir], timeout=60)
+    return f"cleared the lost attempt's {workdir} (exit {result.exit_code})"
+
+
+def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, dict | None, str]:
     node, order = run.node, run.order
     profile = {**(order.preparation.preflight_profile or {})}
     # The architecture the preparation promises (sm_100 for B200): a CPU development node can't have it.
@@ -120,11 +151,15 @@ def _run_on_node(run: PreparationRun) -> tuple[str, dict | None, str]:
     profile.pop("expect_arch", None)
     if node.thresholds:
         profile["thresholds"] = {**profile.get("thresholds", {}), **node.thresholds}
-    with driver_for(node) as driver:
+    limit = settings.PREFLIGHT_TIMEOUT_SECONDS
+    with driver_for(node, connect_timeout=_connect_timeout()) as driver:
+        work = driver.workdir
+        PreparationRun.objects.filter(pk=run.pk, attempt=run.attempt).update(node_workdir=work)
         _progress(
             run, "copying the preflight", 10, f"connected to {node.name}, host key {driver.host_key_fingerprint()}"
         )
-        work = driver.workdir
+        if lost_workdir:
+            _progress(run, "copying the preflight", 10, _clear_lost_attempt(driver, lost_workdir))
         driver.put_file(node_bundle(), f"{work}/bundle.tar.gz")
         driver.put_file(json.dumps(profile).encode(), f"{work}/profile.json")
         result = driver.run(["tar", "-xzf", f"{work}/bundle.tar.gz", "-C", work], timeout=60)
@@ -133,7 +168,10 @@ def _run_on_node(run: PreparationRun) -> tuple[str, dict | None, str]:
         if order.preparation.setup_script.strip():
             _progress(run, "setting up the environment", 20)
             driver.put_file(order.preparation.setup_script.encode(), f"{work}/setup.sh", mode=0o700)
-            result = driver.run(["bash", f"{work}/setup.sh"], timeout=settings.PREFLIGHT_TIMEOUT_SECONDS)
+            try:
+                result = driver.run(["bash", f"{work}/setup.sh"], timeout=limit)
+            except CommandTimeout:
+                return RunStatus.ERROR, None, _over_time_limit("the setup step", limit)
             _progress(run, "setting up the environment", 30, result.stdout[-2000:] + result.stderr[-2000:])
             if result.exit_code != 0:
                 return RunStatus.FAILED, None, f"the setup step exited with {result.exit_code}: {result.stderr[-500:]}"
@@ -155,11 +193,14 @@ def _run_on_node(run: PreparationRun) -> tuple[str, dict | None, str]:
         ]
         if expect_arch:
             argv += ["--expect-arch", expect_arch]
-        result = driver.run(
-            ["sh", "-c", f"cd {shlex.quote(work)} && exec " + shlex.join(argv)],
-            timeout=settings.PREFLIGHT_TIMEOUT_SECONDS,
-        )
+        try:
+            result = driver.run(["sh", "-c", f"cd {shlex.quote(work)} && exec " + shlex.join(argv)], timeout=limit)
+        except CommandTimeout as exc:
+            _progress(run, "stopped", 85, exc.stdout[-4000:] + exc.stderr[-2000:])
+            return RunStatus.ERROR, None, _over_time_limit("the preflight", limit)
         _progress(run, "reading the report", 85, result.stdout[-4000:] + result.stderr[-2000:])
+        if result.exit_code == -1:  # no exit status: the connection or the node went away, or a signal killed it
+            return RunStatus.ERROR, None, f"the preflight on {node.name} ended without an exit status: {_gone(driver)}"
         if result.exit_code == 2:
             return RunStatus.ERROR, None, f"the preflight refused its arguments: {result.stderr[-500:]}"
         try:
@@ -179,6 +220,21 @@ def _run_on_node(run: PreparationRun) -> tuple[str, dict | None, str]:
 
         access_grant_on_node(driver=driver, run=run)
         return RunStatus.PASSED, report, ""
+
+
+def _over_time_limit(what: str, seconds: int) -> str:
+    return (
+        f"{what} exceeded its time limit of {seconds} s (PREFLIGHT_TIMEOUT_SECONDS) and was killed on the node, "
+        "with every process it started"
+    )
+
+
+def _gone(driver: Driver) -> str:
+    try:
+        driver.run(["true"], timeout=10)
+    except DriverError as exc:
+        return f"the node cannot be reached any more ({exc})"
+    return "the node is reachable; a signal killed it there"
 
 
 def preparation_conclude(*, order_id: int, actor: str) -> str:

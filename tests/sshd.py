@@ -207,9 +207,28 @@ class SandboxSshd:
 
     def stop(self) -> None:
         """Kill sshd and every process of its namespace (sessions, what customers left running)."""
+        if self.halt():
+            # Nothing of the machine is mounted here any more (the namespace died with its processes):
+            # drop the sandbox's copies of the user database, keep the log.
+            shutil.rmtree(self.sandbox, ignore_errors=True)
+
+    def restart(self) -> None:
+        """Start sshd again after halt(): same port, host key, operator key and sandboxed accounts."""
+        if self.process is None:
+            self._launch()
+
+    def namespace_pids(self) -> list[int]:
+        """Processes of sshd's namespace other than sshd itself: sessions and what they started."""
+        namespace = _mount_namespace(self.process.pid) if self.process else ""
+        if not namespace or namespace == _mount_namespace(os.getpid()):
+            return []
+        return [pid for pid in _pids() if pid != self.process.pid and _mount_namespace(pid) == namespace]
+
+    def halt(self) -> bool:
+        """Kill sshd and every process of its namespace, as a node that goes down; the sandbox stays."""
         process, self.process = self.process, None
         if process is None:
-            return
+            return False
         namespace = _mount_namespace(process.pid)
         if namespace and namespace != _mount_namespace(os.getpid()):
             for _ in range(20):
@@ -223,9 +242,7 @@ class SandboxSshd:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
-        # Nothing of the machine is mounted here any more (the namespace died with its processes):
-        # drop the sandbox's copies of the user database, keep the log.
-        shutil.rmtree(self.sandbox, ignore_errors=True)
+        return True
 
     # What tests look at -----------------------------------------------------------------------
 

@@ -115,7 +115,9 @@ class SSHDriver(Driver):
             if not algorithms:
                 raise HostKeyMismatch(f"{self.description}: the pinned {self._pinned_type} key type is not supported")
             transport.get_security_options().key_types = algorithms
+            started = time.monotonic()
             try:
+                # Returns without an exception when the timeout passes first: checked below.
                 transport.start_client(timeout=self.connect_timeout)
             except paramiko.IncompatiblePeer as error:
                 if "host key" in str(error):
@@ -125,9 +127,13 @@ class SSHDriver(Driver):
                     ) from error
                 raise DriverError(f"{self.description}: SSH negotiation failed: {error}") from error
             except (paramiko.SSHException, EOFError, OSError) as error:
+                if time.monotonic() - started >= self.connect_timeout * 0.9:
+                    raise self._silent(transport) from error
                 raise DriverError(
                     f"{self.description}: SSH handshake failed: {error or type(error).__name__}"
                 ) from error
+            if not transport.initial_kex_done:
+                raise self._silent(transport)
             presented = transport.get_remote_server_key().asbytes()
             if presented != self._pinned_blob:
                 raise HostKeyMismatch(
@@ -151,6 +157,13 @@ class SSHDriver(Driver):
             transport.close()
             self._transport = None
             raise
+
+    def _silent(self, transport: paramiko.Transport) -> DriverError:
+        said = "sent no SSH banner" if not transport.remote_version else "did not finish the SSH handshake"
+        return DriverError(
+            f"{self.description} accepted the connection but {said} within {self.connect_timeout:g} s: "
+            "is sshd hung, or is something else listening on this port?"
+        )
 
     def _make_workdir(self) -> str:
         code, out, err, _ = self._exec("mktemp -d -t b200-node.XXXXXXXXXX", timeout=self.connect_timeout + 20)

@@ -1,0 +1,102 @@
+"""Who executes a preparation run: one claim per attempt, so that a task delivered twice never runs twice
+at once, and a run left `running` by a worker that died starts over instead of waiting forever.
+
+Celery delivers a task again when its worker died before acknowledging it (acks_late, reject on worker
+lost, Redis' visibility timeout). The delivered task then finds its run:
+- `queued`: it claims it (attempt 1);
+- `passed`, `failed` or `error`: finished, it returns quietly;
+- `running`: either a live worker is on it (a second delivery while the first still runs: leave it), or
+  the worker died (start over as the next attempt). On PostgreSQL the executing attempt holds a session
+  advisory lock keyed by the run, which the server drops with the dead worker's connection, so the lock
+  tells the two apart at once. On other databases (SQLite in development) a `running` run is taken over
+  once it started longer ago than the task's hard time limit, which no live attempt outlasts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from provisioning.models import PreparationRun, RunStatus
+
+# The advisory-lock namespace of preparation runs ("b200"); the run's id is the second key.
+LOCK_CLASS = 0x62323030
+
+
+@dataclass(frozen=True)
+class Claim:
+    run_id: int
+    attempt: int
+    lost_workdir: str  # the scratch directory a lost attempt left on the node, to clear before starting over
+    locked: bool
+
+
+def run_hard_limit() -> dt.timedelta:
+    """The preparation task's hard time limit (provisioning.tasks): no live attempt runs longer."""
+    return dt.timedelta(seconds=settings.PREFLIGHT_TIMEOUT_SECONDS + 180)
+
+
+def run_claim(*, run_id: int) -> Claim | None:
+    """Claim the run for this worker, or None when it is finished or a live worker holds it."""
+    locked = _try_lock(run_id)
+    if locked is False:
+        return None  # a live attempt holds the run (PostgreSQL)
+    now = timezone.now()
+    claim = None
+    with transaction.atomic():
+        run = PreparationRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is not None and _claimable(run, locked=locked, now=now):
+            attempt = run.attempt + 1
+            log = run.log
+            if run.status == RunStatus.RUNNING:
+                log += f"attempt {attempt}: the worker running attempt {run.attempt} was lost; starting over\n"
+            PreparationRun.objects.filter(pk=run_id).update(
+                status=RunStatus.RUNNING,
+                attempt=attempt,
+                started_at=now,
+                step="connecting",
+                progress=0,
+                log=log[-20_000:],
+                node_workdir="",
+            )
+            lost = run.node_workdir if run.status == RunStatus.RUNNING else ""
+            claim = Claim(run_id=run_id, attempt=attempt, lost_workdir=lost, locked=bool(locked))
+    if claim is None and locked:
+        _unlock(run_id)
+    return claim
+
+
+def run_release(claim: Claim) -> None:
+    if claim.locked:
+        # A connection that broke took the lock with it.
+        with contextlib.suppress(DatabaseError):
+            _unlock(claim.run_id)
+
+
+def _claimable(run: PreparationRun, *, locked: bool | None, now: dt.datetime) -> bool:
+    if run.status == RunStatus.QUEUED:
+        return True
+    if run.status != RunStatus.RUNNING:
+        return False  # finished: a late delivery changes nothing
+    if locked:
+        return True  # running, yet nobody holds its lock: the worker that ran it is gone
+    return run.started_at is None or now - run.started_at > run_hard_limit()
+
+
+def _try_lock(run_id: int) -> bool | None:
+    """True/False: the advisory lock was taken or is held elsewhere; None: this database has none."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, run_id])
+        return bool(cursor.fetchone()[0])
+
+
+def _unlock(run_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [LOCK_CLASS, run_id])
