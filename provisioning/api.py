@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from provisioning.prepare import PreparationError, preparation_start
+from shop.api_errors import CONFLICT, NOT_ALLOWED, NOT_FOUND
 from shop.models import Order
 
 
@@ -28,7 +29,11 @@ class PrepareOutput(serializers.Serializer):
 class OrderPrepareApi(APIView):
     permission_classes = [IsOperator]
 
-    @extend_schema(request=None, responses={202: PrepareOutput}, summary="Start an order's preparation (operators)")
+    @extend_schema(
+        request=None,
+        responses={202: PrepareOutput, 401: NOT_ALLOWED, 403: NOT_ALLOWED, 404: NOT_FOUND, 409: CONFLICT},
+        summary="Start an order's preparation (operators)",
+    )
     def post(self, request: Request, reference: str) -> Response:
         order = get_object_or_404(Order, reference=reference.upper())
         try:

@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -33,6 +33,7 @@ from shop.advisor import (
     check_limit,
     parse_parameter_count,
 )
+from shop.api_errors import BAD_INPUT, UNSUPPORTED_MEDIA_TYPE
 from shop.models import LotSpec
 
 DEFAULTS = FitRequest(parameters=0)  # the defaults of every input but the size
@@ -193,6 +194,14 @@ def advisor(request: HttpRequest) -> HttpResponse:
     return render(request, "shop/advisor.html", context)
 
 
+class LimitedIntegerField(serializers.IntegerField):
+    """An integer whose schema documents LIMITS[limit]; validate_<field> checks it, in the advisor's own words."""
+
+    def __init__(self, limit: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.min_value, self.max_value = LIMITS[limit]  # for the schema only: no DRF validator, no second message
+
+
 class AdvisorInput(serializers.Serializer):
     parameters = serializers.CharField(
         max_length=40, help_text="Model size: 7B, 350M, 1.5T, 70e9, or a number (read in parameters_unit)."
@@ -200,10 +209,12 @@ class AdvisorInput(serializers.Serializer):
     parameters_unit = serializers.ChoiceField(choices=ParameterUnit.choices, default=ParameterUnit.PARAMETERS)
     precision = serializers.ChoiceField(choices=Precision.choices, default=DEFAULTS.precision)
     optimizer = serializers.ChoiceField(choices=Optimizer.choices, default=DEFAULTS.optimizer)
-    sequence_length = serializers.IntegerField(default=DEFAULTS.sequence_length)
-    micro_batch_size = serializers.IntegerField(default=DEFAULTS.micro_batch_size)
-    hidden_size = serializers.IntegerField(required=False, allow_null=True, help_text="Derived from P when absent.")
-    layers = serializers.IntegerField(required=False, allow_null=True, help_text="Derived from P when absent.")
+    sequence_length = LimitedIntegerField("sequence_length", default=DEFAULTS.sequence_length)
+    micro_batch_size = LimitedIntegerField("micro_batch_size", default=DEFAULTS.micro_batch_size)
+    hidden_size = LimitedIntegerField(
+        "hidden_size", required=False, allow_null=True, help_text="Derived from P when absent."
+    )
+    layers = LimitedIntegerField("layers", required=False, allow_null=True, help_text="Derived from P when absent.")
     activation_checkpointing = serializers.BooleanField(default=False)
     strategy = serializers.ChoiceField(choices=Strategy.choices, default=DEFAULTS.strategy)
 
@@ -303,11 +314,20 @@ def advice_representation(advice: Advice, request: HttpRequest) -> dict[str, Any
 class AdvisorApi(APIView):
     """How much memory each card needs for a training, and whether one lot holds it. Stores nothing."""
 
-    @extend_schema(request=AdvisorInput, responses={200: AdvisorOutput}, summary="Estimate the memory per card")
+    @extend_schema(
+        request=AdvisorInput,
+        examples=[OpenApiExample("13B, sharded", {"parameters": "13B", "strategy": "sharded"}, request_only=True)],
+        responses={200: AdvisorOutput, 400: BAD_INPUT, 415: UNSUPPORTED_MEDIA_TYPE},
+        summary="Estimate the memory per card",
+    )
     def post(self, request: Request) -> Response:
         return self._advise(request, request.data)
 
-    @extend_schema(parameters=[AdvisorInput], responses={200: AdvisorOutput}, summary="The same, from query params")
+    @extend_schema(
+        parameters=[AdvisorInput],
+        responses={200: AdvisorOutput, 400: BAD_INPUT},
+        summary="The same, from query params",
+    )
     def get(self, request: Request) -> Response:
         return self._advise(request, request.query_params)
 

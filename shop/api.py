@@ -6,13 +6,15 @@ from django.conf import settings
 from django.http import Http404
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from payments.notices import payment_notice_submit
+from shop.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, UNSUPPORTED_MEDIA_TYPE
+from shop.api_fields import EmailTextField, SlugTextField, TextField
 from shop.catalog import catalog_current
 from shop.models import HypothesisKind
 from shop.order_input import (
@@ -86,15 +88,15 @@ class OrderInput(serializers.Serializer):
 
     lots = serializers.IntegerField(min_value=1, max_value=MAX_LOTS_PER_ORDER)
     duration_days = serializers.IntegerField(min_value=1, max_value=366)
-    preparation = serializers.SlugField(max_length=50)
-    first_name = serializers.CharField(max_length=100)
-    last_name = serializers.CharField(max_length=150)
-    email = serializers.EmailField(max_length=254)
-    ssh_public_key = serializers.CharField(max_length=MAX_KEY_CHARS, trim_whitespace=True)
-    network = serializers.SlugField(max_length=50)
-    asset = serializers.CharField(max_length=12)
+    preparation = SlugTextField(max_length=50)
+    first_name = TextField(max_length=100)
+    last_name = TextField(max_length=150)
+    email = EmailTextField(max_length=254)
+    ssh_public_key = TextField(max_length=MAX_KEY_CHARS, trim_whitespace=True)
+    network = SlugTextField(max_length=50)
+    asset = TextField(max_length=12)
     hypothesis_kind = serializers.ChoiceField(choices=HypothesisKind.choices, required=False, allow_blank=True)
-    hypothesis = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    hypothesis = TextField(max_length=2000, required=False, allow_blank=True)
     language = serializers.ChoiceField(choices=settings.LANGUAGES, required=False)
 
     # Single-field business checks, so that every bad field is reported in the same 400.
@@ -174,8 +176,32 @@ class OrderOutput(serializers.Serializer):
     manifest_url = serializers.URLField(allow_null=True)
 
 
+ORDER_EXAMPLE = OpenApiExample(
+    "One lot for 7 days, ETH on the local development chain",
+    request_only=True,
+    value={
+        "lots": 1,
+        "duration_days": 7,
+        "preparation": "pytorch-blackwell",
+        "first_name": "Ada",
+        "last_name": "Lovelace Byron",
+        "email": "ada@example.org",
+        "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOj0kj6LB97jYkrTq/cxyRbRW1ToiCv36/g1REti7FUb ada@lab",
+        "network": "local",
+        "asset": "ETH",
+        "hypothesis_kind": "bigger_batch",
+        "hypothesis": "A global batch of 2048 fits when sharded.",
+    },
+)
+
+
 class OrderCreateApi(APIView):
-    @extend_schema(request=OrderInput, responses={201: OrderOutput}, summary="Place an order")
+    @extend_schema(
+        request=OrderInput,
+        examples=[ORDER_EXAMPLE],
+        responses={201: OrderOutput, 400: BAD_INPUT, 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED},
+        summary="Place an order",
+    )
     def post(self, request: Request) -> Response:
         data = OrderInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -188,7 +214,7 @@ class OrderCreateApi(APIView):
 
 
 class PaidInput(serializers.Serializer):
-    tx_hash = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    tx_hash = TextField(max_length=200, required=False, allow_blank=True)
 
 
 class PaidOutput(serializers.Serializer):
@@ -202,7 +228,11 @@ TOKEN_HEADER = OpenApiParameter("X-Order-Token", str, OpenApiParameter.HEADER, r
 
 
 class OrderDetailApi(APIView):
-    @extend_schema(parameters=[TOKEN_HEADER], responses=OrderOutput, summary="Read an order with its token")
+    @extend_schema(
+        parameters=[TOKEN_HEADER],
+        responses={200: OrderOutput, 404: NOT_FOUND, 429: RATE_LIMITED},
+        summary="Read an order with its token",
+    )
     def get(self, request: Request, reference: str) -> Response:
         token = request.headers.get("X-Order-Token")
         order = order_for_token(reference=reference, token=token)
@@ -213,7 +243,12 @@ class OrderDetailApi(APIView):
 
 
 class OrderPaidApi(APIView):
-    @extend_schema(parameters=[TOKEN_HEADER], request=PaidInput, responses={202: PaidOutput}, summary='"I have paid"')
+    @extend_schema(
+        parameters=[TOKEN_HEADER],
+        request=PaidInput,
+        responses={202: PaidOutput, 400: BAD_INPUT, 404: NOT_FOUND, 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED},
+        summary='"I have paid"',
+    )
     def post(self, request: Request, reference: str) -> Response:
         order = order_for_token(reference=reference, token=request.headers.get("X-Order-Token"))
         if order is None:

@@ -1,0 +1,37 @@
+"""Fuzz suite helpers: counting the cases tried, and what every refusal must tell the client."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+# How many cases each fuzz test sent, by operation or form, and the status codes they got;
+# printed at the end of the run (conftest.py) for the README's figures.
+CASES_TRIED: Counter[str] = Counter()
+STATUSES: dict[str, Counter[int]] = defaultdict(Counter)
+
+
+def tally(label: str, status: int) -> None:
+    CASES_TRIED[label] += 1
+    STATUSES[label][status] += 1
+
+
+def what_is_wrong_is_said(body: Any, fields: Iterable[str]) -> str | None:
+    """None when a 4xx body names the problem: a non-empty `detail`, or a non-empty message list per known field.
+
+    Otherwise a sentence saying what is missing, for the assertion message.
+    """
+    if not isinstance(body, dict) or not body:
+        return f"the body is not a JSON object with a message: {body!r:.200}"
+    if isinstance(body.get("detail"), str):
+        return None if body["detail"].strip() else "`detail` is empty"
+    known = set(fields) | {"non_field_errors"}
+    for field, messages in body.items():
+        if field not in known:
+            return f"the error names {field!r}, which is not a field of this request"
+        if not isinstance(messages, list) or not messages:
+            return f"no message list for {field!r}: {messages!r:.200}"
+        if not all(isinstance(message, str) and message.strip() for message in messages):
+            return f"an empty or non-text message for {field!r}: {messages!r:.200}"
+    return None
