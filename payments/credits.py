@@ -87,6 +87,10 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
             if created:
                 log.info("credit %s:%s for %s", transfer.tx_hash, transfer.log_index, payment.order_id)
                 return credit
+            if credit.removed_at is None and credit.final and credit.block_hash != transfer.block_hash:
+                # Final money in another block: a reorg deeper than the confirmations. The pass's re-check of
+                # final credits (payments/reconfirm.py) handles it, so that a reviewer hears of it.
+                return None
             if credit.removed_at is not None or credit.block_hash != transfer.block_hash:
                 # The same transfer, seen again after a reorg (re-mined in another block).
                 for name, value in values.items():

@@ -1,0 +1,104 @@
+"""An RPC provider between the verifier and a real anvil: a loopback HTTP server that forwards JSON-RPC,
+and can go down, come back, or lie the ways real providers do (a head ahead of or behind the chain, a
+receipt it does not have). A real network hop, not a mock: the verifier talks to it as to any provider.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.servers import free_port
+
+
+class RpcProxy:
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.head_shift = 0  # added to the latest block this provider reports (negative: it lags behind)
+        self.drop_receipts: set[str] = set()  # tx hashes whose receipt it answers with null
+        self.requests = 0
+        self._server: ThreadingHTTPServer | None = None
+        self.up()
+
+    # Going down and coming back: the port stops listening (connection refused), then listens again.
+    def up(self) -> None:
+        if self._server is not None:
+            return
+        proxy = self
+
+        class Forward(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server API
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                answer = json.dumps(proxy.answer(body)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Forward)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server = None
+
+    def stop(self) -> None:
+        self.down()
+
+    # What it answers.
+    def forward(self, body):
+        request = urllib.request.Request(self.target, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
+
+    def answer(self, body):
+        self.requests += 1
+        calls = body if isinstance(body, list) else [body]
+        lagging = None
+        if self.head_shift < 0:  # a lagging node: its "latest" is an older block, and it knows nothing newer
+            real = int(self.forward(_call("eth_blockNumber", []))["result"], 16)
+            lagging = max(0, real + self.head_shift)
+            calls = [_latest_as(call, hex(lagging)) for call in calls]
+        forwarded = [call for call in calls if not (lagging is not None and call.get("method") == "eth_blockNumber")]
+        by_id = {answer.get("id"): answer for answer in (self.forward(forwarded) if forwarded else [])}
+        answers = []
+        for call in calls:
+            if call.get("method") == "eth_blockNumber" and lagging is not None:
+                answers.append({"jsonrpc": "2.0", "id": call.get("id"), "result": hex(lagging)})
+            else:
+                answers.append(self._lie(call, by_id.get(call.get("id"), {}), lagging))
+        return answers if isinstance(body, list) else answers[0]
+
+    def _lie(self, call: dict, answer: dict, lagging: int | None) -> dict:
+        method, params, result = call.get("method"), call.get("params") or [], answer.get("result")
+        if method == "eth_getTransactionReceipt" and result is not None:
+            if params[0].lower() in self.drop_receipts:
+                return {**answer, "result": None}
+            if lagging is not None and int(result["blockNumber"], 16) > lagging:
+                return {**answer, "result": None}
+        if self.head_shift > 0 and result is not None:  # a node that claims blocks the chain does not have
+            if method == "eth_blockNumber":
+                return {**answer, "result": hex(int(result, 16) + self.head_shift)}
+            if method == "eth_getBlockByNumber" and params and params[0] == "latest":
+                return {**answer, "result": {**result, "number": hex(int(result["number"], 16) + self.head_shift)}}
+        return answer
+
+
+def _call(method: str, params: list) -> dict:
+    return {"jsonrpc": "2.0", "id": 0, "method": method, "params": params}
+
+
+def _latest_as(call: dict, number: str) -> dict:
+    return {**call, "params": [number if param == "latest" else param for param in call.get("params") or []]}
