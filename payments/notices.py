@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -47,3 +49,22 @@ def payment_notice_submit(*, order: Order, tx_hash: str = "", language: str = ""
         # robust: with the broker down the notice is kept, and the periodic scan finds the payment anyway.
         transaction.on_commit(lambda: notice_verify_task.delay(notice.pk), robust=True)
     return notice
+
+
+def notices_to_recheck(*, now: dt.datetime, limit: int = 200) -> list[int]:
+    """Notices with a tx hash that no check has seen yet: their enqueue was lost (the broker was down) or
+    their check failed for good. The periodic scan sends them again; a second check credits nothing twice.
+
+    Hash-less notices are left out: they only ask for a scan, which the periodic pass is.
+    """
+    grace = dt.timedelta(seconds=settings.NOTICE_RECHECK_AFTER_SECONDS)  # the on-commit enqueue may be in flight
+    return list(
+        Notice.objects.filter(
+            checked_at__isnull=True,
+            created_at__lte=now - grace,
+            created_at__gte=now - dt.timedelta(days=settings.PAYMENT_WATCH_DAYS),
+        )
+        .exclude(tx_hash="")
+        .order_by("created_at")
+        .values_list("pk", flat=True)[:limit]
+    )

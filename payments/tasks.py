@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from payments.models import Network, PaymentRequest
 from payments.networks import rpc_urls
+from payments.notices import notices_to_recheck
 from payments.rpc import RpcError
 from payments.scan import scan_network
 from payments.settle import payment_settle
@@ -55,6 +56,9 @@ def scan_all_networks_task() -> int:
     networks = [network for network in Network.objects.filter(enabled=True) if rpc_urls(network)]
     for network in networks:
         scan_network_task.delay(network.pk)
+    # "I have paid" pressed while the broker was down stored a notice whose check was never enqueued.
+    for notice_id in notices_to_recheck(now=timezone.now()):
+        notice_verify_task.delay(notice_id)
     return len(networks)
 
 

@@ -186,6 +186,10 @@ class CeleryWorker:
             time.sleep(0.1)
         pytest.fail(f"{what} within {seconds} s; {self.name} output:\n{self.output()[-6000:]}")
 
+    def wait_ready(self, seconds: float = 30.0) -> CeleryWorker:
+        self.wait_for(lambda: " ready." in self.output(), "the worker did not connect", seconds)
+        return self
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
