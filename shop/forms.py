@@ -16,7 +16,7 @@ from shop.order_input import (
     resolve_preparation,
 )
 from shop.orders import OrderInputError
-from shop.sshkeys import MAX_KEY_CHARS
+from shop.sshkeys import MAX_KEY_CHARS, looks_like_private_key
 
 
 class InputCheckMixin:
@@ -89,6 +89,15 @@ class ContactForm(InputCheckMixin, forms.Form):
 
     def clean_ssh_public_key(self) -> str:
         return self.run_check(parse_key, self.cleaned_data["ssh_public_key"]).line
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        name = self.add_prefix("ssh_public_key")
+        if looks_like_private_key(self.data.get(name)):
+            # The page is shown again with the error: it must not carry the private key back to the browser.
+            self.data = self.data.copy()
+            self.data[name] = ""
+        return cleaned
 
 
 class PaymentForm(InputCheckMixin, forms.Form):

@@ -37,11 +37,15 @@ class SshPublicKey:
     line: str  # the normalised single line that goes into authorized_keys
 
 
+def looks_like_private_key(text: str | None) -> bool:
+    return any(marker in (text or "") for marker in PRIVATE_KEY_MARKERS)
+
+
 def parse_ssh_public_key(text: str) -> SshPublicKey:
     text = (text or "").strip()
     if not text:
         raise SshKeyError(_("Paste your SSH public key (the contents of a .pub file)."))
-    if any(marker in text for marker in PRIVATE_KEY_MARKERS):
+    if looks_like_private_key(text):
         raise SshKeyError(
             _("This is a private key: never share it. Paste the public key instead (the file ending in .pub).")
         )

@@ -40,7 +40,7 @@ CONFIG = schemathesis.Config.from_dict(
                 # Generated credentials are never a real operator's (the token is tried on the real order below).
                 "include-path": "/api/v1/orders/{reference}/prepare/",
                 "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "401", "403", "404"]}},
-            }
+            },
         ],
     }
 )
