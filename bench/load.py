@@ -25,56 +25,21 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import markdown_table, write_results  # noqa: E402
+from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
 from tests.servers import Anvil, free_port  # noqa: E402
 
-LOCAL_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 PROXY = {"X-Forwarded-Proto": "https"}  # as the TLS-terminating proxy says: no redirect to https
 READ_TARGET, WRITE_TARGET, P99_TARGET = 0.50, 0.25, 10.0
 
 
 # --- servers -------------------------------------------------------------------------------------------
-
-
-def postgres_url() -> str:
-    """DATABASE_URL if it names a PostgreSQL server, else the local one if it answers."""
-    import psycopg
-
-    url = os.environ.get("DATABASE_URL", "")
-    candidates = [url] if url.startswith(("postgres://", "postgresql://")) else [LOCAL_POSTGRES]
-    for candidate in candidates:
-        try:
-            psycopg.connect(candidate, connect_timeout=3).close()
-            return candidate
-        except psycopg.Error as exc:
-            sys.exit(f"bench: PostgreSQL at {candidate} does not answer ({exc}); set DATABASE_URL")
-    raise AssertionError
-
-
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-
-
-def database_create(url: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
-
-
-def database_drop(url: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def redis_url() -> str:
@@ -238,11 +203,13 @@ def main() -> None:
     args = parser.parse_args()
 
     admin_url = postgres_url()
+    if admin_url is None:
+        sys.exit("bench: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
     broker = redis_url()
     name = f"bench_shop_{os.getpid()}"
     work = Path(tempfile.mkdtemp(prefix="bench-load-"))
     queue = f"bench-{os.getpid()}"
-    database_create(admin_url, name)
+    database_url = database_create(admin_url, name)
     anvil = Anvil()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PAYMENTS_", "CHAIN_RPC_URLS_"))},
@@ -252,7 +219,7 @@ def main() -> None:
         "PAYMENTS_XPUB": account_xpub(),
         "MANIFEST_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
         "RATELIMIT_ENABLE": "0",
-        "DATABASE_URL": with_database(admin_url, name),
+        "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": broker,
         "CHAIN_RPC_URLS_LOCAL": anvil.url,
         "BENCH_STATIC_ROOT": str(work / "static"),

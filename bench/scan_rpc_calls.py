@@ -1,24 +1,37 @@
-"""JSON-RPC calls and wall time of one payment-scan pass, for 1, 100 and 1,000 open orders (and more
-with --orders), against a real anvil. The calls must stay flat in the number of open orders.
+"""The payment scan against a real anvil: JSON-RPC calls, log volume and wall time of one pass, and how many
+blocks pass between a transfer's inclusion and its order becoming `paid` when the scan runs every K blocks.
 
-    .venv/bin/python bench/scan_rpc_calls.py [--orders 1 100 1000 10000]
+1. Open orders: one pass over 1, 100, 1,000, 10,000 open orders (--orders), 3 of them paid: the calls must
+   stay flat in the number of open orders.
+2. Log volume: one pass over 1,000 open orders of which 3, 30, 300 are paid (--paid): the time a pass takes
+   next to the number of logs it reads.
+3. Detection latency: with N confirmations required and a scan every K blocks (--confirmations,
+   --intervals), the blocks from inclusion to `confirmed`/`paid` must lie between N - 1 (the inclusion block
+   is the first confirmation) and N - 1 + K - 1: the policy plus at most one scan interval.
+
+    .venv/bin/python bench/scan_rpc_calls.py [--orders 1 100 1000 10000] [--paid 3 30 300]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
-from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
+
 WORK = tempfile.mkdtemp(prefix="bench-scan-")
+SERVER = postgres_url()  # PostgreSQL, as in production, when one answers; else a SQLite file
+DATABASE = f"bench_scan_{os.getpid()}"
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
-os.environ["DATABASE_URL"] = f"sqlite:///{WORK}/bench.sqlite3"
+os.environ["DATABASE_URL"] = database_create(SERVER, DATABASE) if SERVER else f"sqlite:///{WORK}/bench.sqlite3"
 os.environ["CELERY_BROKER_URL"] = "memory://"
 os.environ["LOG_LEVEL"] = "WARNING"
 
@@ -27,132 +40,213 @@ import django  # noqa: E402
 django.setup()
 
 from django.core.management import call_command  # noqa: E402
+from django.db import connections  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
+from bench.common import markdown_table, write_results  # noqa: E402
+from tests.perf.bulk import FIRST_BULK_INDEX, open_orders_bulk  # noqa: E402
 from tests.servers import Anvil  # noqa: E402
 
-TRANSFERS = 3  # paid orders in every run: the same work, whatever the number of open orders
-BLOCKS = 50  # blocks mined between the orders and the pass
+TRANSFERS = 3  # paid orders in every run of the first table: the same work, whatever the number of open orders
+BLOCKS = 700  # blocks between the orders and the pass: room for the payments (two transactions each)
 
 
-def open_orders(count: int, *, first_index: int, start_block: int, usdc) -> list:
-    from payments.addresses import derive_address, key_fingerprint
-    from payments.checkout import payment_deadline
-    from payments.models import PaymentRequest
-    from shop.models import Duration, Order, Preparation
+class Chain:
+    """The local network on a fresh anvil, with its test tokens, and the bulk index of the next orders."""
 
-    now = timezone.now()
-    duration, preparation = Duration.objects.get(days=3), Preparation.objects.first()
-    orders = Order.objects.bulk_create(
-        [
-            Order(
-                reference=f"BENCH-{first_index + i}",
-                access_nonce=f"n{first_index + i}",
-                lots=1,
-                duration=duration,
-                preparation=preparation,
-                duration_days=3,
-                gpu_model="NVIDIA B200",
-                gpus_per_lot=2,
-                gpu_memory_gb=180,
-                price_per_lot_usd=Decimal(899),
-                total_usd=Decimal(899),
-                first_name="B",
-                last_name="Bench",
-                email="bench@example.org",
-                ssh_public_key="-",
-                ssh_key_fingerprint="-",
-                terms_accepted_at=now,
-            )
-            for i in range(count)
-        ]
-    )
-    fingerprint = key_fingerprint()
-    return PaymentRequest.objects.bulk_create(
-        [
-            PaymentRequest(
-                order=order,
-                asset=usdc,
-                chain_id=usdc.network.chain_id,
-                contract=usdc.contract,
-                decimals=6,
-                key_fingerprint=fingerprint,
-                derivation_index=first_index + i,
-                address=derive_address(first_index + i),
-                amount_usd=Decimal(899),
-                usd_rate=Decimal(1),
-                amount_base_units=899_000_000,
-                expires_at=payment_deadline(now),
-                watch_until=payment_deadline(now) + timezone.timedelta(days=7),
-                start_block=start_block,
-            )
-            for i, order in enumerate(orders)
-        ]
-    )
+    def __init__(self, anvil: Anvil) -> None:
+        from payments.devnet import devnet_setup
+        from payments.models import Asset, Network
+        from payments.networks import rpc_client
+
+        self.anvil = anvil
+        self.network = Network.objects.get(slug="local")
+        devnet_setup(client=rpc_client(self.network))
+        self.usdc = Asset.objects.get(network=self.network, symbol="USDC")
+        self.next_index = FIRST_BULK_INDEX
+
+    def open_orders(self, count: int, *, start_block: int) -> list:
+        """`count` new open orders; every earlier one is closed (no longer watched)."""
+        from payments.models import PaymentRequest
+
+        PaymentRequest.objects.update(watch_until=timezone.now() - timezone.timedelta(days=1))
+        payments = open_orders_bulk(count, asset=self.usdc, first_index=self.next_index, start_block=start_block)
+        self.next_index += count
+        return payments
+
+    def pay(self, payment) -> int:
+        """Pay in full from a development account (anvil mines it at once); the block that includes it."""
+        from payments.devnet import devnet_pay
+        from payments.networks import rpc_client
+
+        client = rpc_client(self.network)
+        tx_hash = devnet_pay(client=client, payment=payment)
+        return int(client.call("eth_getTransactionReceipt", [tx_hash])["blockNumber"], 16)
 
 
-def measure(anvil: Anvil, count: int, first_index: int) -> dict:
-    from payments.devnet import devnet_pay
-    from payments.models import Asset, Network, PaymentRequest, ScanCursor
+def one_pass(chain: Chain, *, open_orders: int, paid: int) -> dict:
+    """One pass over `open_orders` open orders, `paid` of them paid, BLOCKS blocks after they were placed."""
+    from payments.models import ScanCursor
     from payments.networks import rpc_client
     from payments.scan import scan_network
 
-    network = Network.objects.get(slug="local")
-    usdc = Asset.objects.get(network=network, symbol="USDC")
-    PaymentRequest.objects.update(watch_until=timezone.now() - timezone.timedelta(days=1))  # earlier runs: closed
-    start = anvil.block_number()
-    payments = open_orders(count, first_index=first_index, start_block=start, usdc=usdc)
-    client = rpc_client(network)
-    for payment in payments[:TRANSFERS]:
-        devnet_pay(client=client, payment=payment)
-    anvil.mine(BLOCKS)
-    ScanCursor.objects.update_or_create(network=network, defaults={"next_block": start})
-    counted = rpc_client(network)
+    start = chain.anvil.block_number()
+    payments = chain.open_orders(open_orders, start_block=start)
+    for payment in payments[:paid]:
+        chain.pay(payment)
+    chain.anvil.mine(BLOCKS - (chain.anvil.block_number() - start))  # the same range, however many were paid
+    ScanCursor.objects.update_or_create(network=chain.network, defaults={"next_block": start})
+    counted = rpc_client(chain.network)
     began = time.perf_counter()
-    report = scan_network(network=network, client=counted)
+    report = scan_network(network=chain.network, client=counted)
     elapsed = time.perf_counter() - began
     return {
-        "orders": count,
+        "open_orders": open_orders,
+        "paid": min(paid, open_orders),
+        "logs": report.logs,
         "calls": counted.calls,
         "http": counted.requests,
-        "blocks": report.to_block - start + 1,
+        "blocks": report.to_block - report.from_block + 1,
         "credited": report.credited,
-        "seconds": elapsed,
+        "seconds": round(elapsed, 4),
+    }
+
+
+def detection(chain: Chain, *, confirmations: int, interval: int, phase: int) -> dict:
+    """Blocks between the transfer's inclusion and the pass that confirms it, with a pass every `interval`
+    blocks and the transfer included `phase` blocks into the interval."""
+    from payments.models import ScanCursor
+    from payments.scan import scan_network
+
+    chain.network.confirmations_required = confirmations
+    chain.network.save(update_fields=["confirmations_required"])
+    (payment,) = chain.open_orders(1, start_block=chain.anvil.block_number())
+    ScanCursor.objects.update_or_create(network=chain.network, defaults={"next_block": chain.anvil.block_number()})
+    origin = chain.anvil.block_number()  # a pass ran here; the next at origin + interval
+    scan_network(network=chain.network)
+    # devnet_pay mints, then transfers: the transfer lands two blocks later. Start so that it lands at `phase`.
+    chain.anvil.mine((phase - 2) % interval)
+    included = chain.pay(payment)
+    head = included
+    passes = 0
+    while head - included <= confirmations + 2 * interval:
+        if (head - origin) % interval == 0:
+            scan_network(network=chain.network)
+            passes += 1
+            payment.refresh_from_db()
+            payment.order.refresh_from_db()
+            if payment.status == "confirmed":
+                break
+        chain.anvil.mine(1)
+        head += 1
+    return {
+        "confirmations_required": confirmations,
+        "interval_blocks": interval,
+        "phase": (included - origin) % interval,
+        "blocks_to_confirmed": head - included,
+        "payment": payment.status,
+        "order": payment.order.status,
+        "passes": passes,
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--orders", type=int, nargs="+", default=[1, 100, 1000])
+    parser.add_argument("--paid", type=int, nargs="+", default=[3, 30, 300], help="paid among --paid-among orders")
+    parser.add_argument("--paid-among", type=int, default=1000)
+    parser.add_argument("--confirmations", type=int, nargs="+", default=[2, 12])
+    parser.add_argument("--intervals", type=int, nargs="+", default=[1, 5, 15], help="blocks between passes")
+    parser.add_argument("--phases", type=int, default=3, help="inclusion points tried per interval")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     anvil = Anvil()
     os.environ["CHAIN_RPC_URLS_LOCAL"] = anvil.url
     try:
-        from payments.devnet import devnet_setup
-        from payments.models import Network
-        from payments.networks import rpc_client
-
-        devnet_setup(client=rpc_client(Network.objects.get(slug="local")))
-        headers = [
-            ("open orders", 12),
-            ("JSON-RPC calls", 15),
-            ("HTTP requests", 14),
-            ("blocks", 7),
-            ("credited", 9),
-            ("pass (s)", 9),
-        ]
-        print(" ".join(title.rjust(width) for title, width in headers))
-        first_index = 0
-        for count in args.orders:
-            row = measure(anvil, count, first_index)
-            first_index += count
-            print(
-                f"{row['orders']:>12} {row['calls']:>15} {row['http']:>14} {row['blocks']:>7} {row['credited']:>9} "
-                f"{row['seconds']:>9.3f}"
-            )
+        chain = Chain(anvil)
+        by_orders = [one_pass(chain, open_orders=count, paid=TRANSFERS) for count in args.orders]
+        by_logs = [one_pass(chain, open_orders=args.paid_among, paid=paid) for paid in args.paid]
+        latencies = []
+        for confirmations in args.confirmations:
+            for interval in args.intervals:
+                phases = sorted({round(i * interval / args.phases) % interval for i in range(args.phases)})
+                for phase in phases:
+                    latencies.append(detection(chain, confirmations=confirmations, interval=interval, phase=phase))
     finally:
         anvil.stop()
+        connections.close_all()
+        if SERVER:
+            database_drop(SERVER, DATABASE)
+        shutil.rmtree(WORK, ignore_errors=True)
+    report(by_orders, by_logs, latencies)
+
+
+def report(by_orders: list[dict], by_logs: list[dict], latencies: list[dict]) -> None:
+    first = by_orders[0]
+    print("Scan pass by open orders (3 paid among them)\n")
+    print(
+        markdown_table(
+            ["open orders", "logs", "JSON-RPC calls", "HTTP requests", "blocks", "credited", "pass (s)", "x 1 order"],
+            [
+                [
+                    f"{r['open_orders']:,}",
+                    r["logs"],
+                    r["calls"],
+                    r["http"],
+                    r["blocks"],
+                    r["credited"],
+                    f"{r['seconds']:.3f}",
+                    f"{r['seconds'] / first['seconds']:.1f}",
+                ]
+                for r in by_orders
+            ],
+        )
+    )
+    base = by_logs[0]
+    print(f"\nScan pass by log volume ({base['open_orders']:,} open orders)\n")
+    print(
+        markdown_table(
+            ["paid", "logs", "JSON-RPC calls", "HTTP requests", "pass (s)", "logs x", "time x"],
+            [
+                [
+                    r["paid"],
+                    r["logs"],
+                    r["calls"],
+                    r["http"],
+                    f"{r['seconds']:.3f}",
+                    f"{r['logs'] / base['logs']:.0f}",
+                    f"{r['seconds'] / base['seconds']:.1f}",
+                ]
+                for r in by_logs
+            ],
+        )
+    )
+    print("\nDetection latency: blocks from the transfer's inclusion to `confirmed` (order `paid`)\n")
+    rows, within = [], True
+    groups: dict[tuple[int, int], list[dict]] = {}
+    for latency in latencies:
+        groups.setdefault((latency["confirmations_required"], latency["interval_blocks"]), []).append(latency)
+    for (confirmations, interval), group in groups.items():
+        seen = [g["blocks_to_confirmed"] for g in group]
+        low, high = confirmations - 1, confirmations - 1 + interval - 1
+        ok = all(
+            low <= g["blocks_to_confirmed"] <= high and (g["payment"], g["order"]) == ("confirmed", "paid")
+            for g in group
+        )
+        within &= ok
+        rows.append([confirmations, interval, ", ".join(map(str, seen)), f"{low}-{high}", "yes" if ok else "NO"])
+    print(markdown_table(["N required", "scan every K blocks", "measured", "policy .. + one interval", "within"], rows))
+    path = write_results(
+        "scan",
+        {
+            "database": connections["default"].vendor,
+            "by_open_orders": by_orders,
+            "by_log_volume": by_logs,
+            "detection_latency": latencies,
+            "detection_within_policy_plus_one_interval": within,
+        },
+    )
+    print(f"\nresults: {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

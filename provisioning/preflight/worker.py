@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -135,12 +136,15 @@ def run_stages(ctx: RankContext) -> None:
     run_dir = ctx.run_dir
     statuses: dict[str, str] = {}
     for stage in STAGES:
+        began = time.monotonic()
         stage_file(run_dir, ctx.rank).write_text(stage.name)
         result = run_stage(ctx, stage, statuses)
         stage_file(run_dir, ctx.rank).write_text(f"{stage.name}:gather")
         results: list[Result] = [Result(stage.name, SKIP)] * ctx.world_size
         dist.all_gather_object(results, result)
         merged = stage.merge(ctx, results) if stage.merge else merge_ranks(stage.name, results)
+        # Wall time of the check (the slowest rank's, as the gather waits for it): where the preflight's time goes.
+        merged.metrics["duration_s"] = round(time.monotonic() - began, 3)
         statuses[stage.name] = merged.status
         if ctx.rank == 0:
             with (run_dir / RESULTS_FILE).open("a") as output:
