@@ -192,7 +192,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     # Redis: a task whose worker died unacknowledged (acks_late) goes back to the queue after this long.
     # It must exceed the longest countdown (retry backoff) a task waits in a worker; tests shorten it.
-    else {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600)}
+    else {
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600),
+        # A broker that accepts connections but never answers (a hung host) would otherwise hold a request
+        # that enqueues work forever: kombu's default socket timeout is none.
+        "socket_timeout": env_int("CELERY_BROKER_SOCKET_TIMEOUT_SECONDS", 2),
+        "socket_connect_timeout": env_int("CELERY_BROKER_SOCKET_TIMEOUT_SECONDS", 2),
+    }
 )
 if CELERY_BROKER_URL.startswith("filesystem"):
     for folder in ("broker", "broker-processed", "broker-control"):

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,16 @@ class PrivateRedis:
         finally:
             client.close()
 
+    def freeze(self) -> None:
+        """SIGSTOP: connections are still accepted by the kernel, but nothing answers (a hung broker host)."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.thaw()
         stop_process(self.process)
 
 

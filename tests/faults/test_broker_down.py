@@ -188,3 +188,24 @@ def test_the_scan_payments_command_pays_an_order_reported_while_the_broker_was_d
     queued = redis.Redis.from_url(private_redis.url).lrange("celery", 0, -1)
     assert any(b"payment_email_task" in message for message in queued), queued
     print(f"\n'I have paid' with the broker down answered in {seconds:.3f} s")
+
+
+@worker_test
+def test_i_have_paid_with_a_broker_that_no_longer_answers_is_received_within_seconds(
+    private_redis, chain, shop_on_private_broker, make_node, order_payload
+):
+    shop = shop_on_private_broker
+    # Given a paid order (placing it opened the web process's connection to the broker)
+    placed, tx_hash = place_paid_order(shop, chain, make_node, order_payload)
+
+    # When the broker hangs (its host accepts connections but nothing answers) and the customer presses
+    # "I have paid"
+    private_redis.freeze()
+    answer, seconds = press_paid_in_the_api(shop, placed, tx_hash)
+
+    # Then the customer is told within seconds that the notice was received, and the notice is stored
+    # (the broker's socket timeout, 2 s, bounds each try of the publish; without it the request hung for good)
+    assert answer.status_code == 202, answer.text
+    assert seconds < 12
+    assert Notice.objects.filter(payment__order__reference=placed["reference"], checked_at=None).count() == 1
+    print(f"\n'I have paid' with a hung broker answered in {seconds:.3f} s")
