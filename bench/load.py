@@ -478,7 +478,7 @@ def report(measured: list[dict], web_rss: dict, celery: dict, args) -> None:
             "celery": celery,
         },
     )
-    print(f"\nresults: {path.relative_to(ROOT)}")
+    print(f"\nresults: {path}")
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ def report(runs: list[dict], args) -> None:
         f"preflight_{args.device}",
         {"device": args.device, "world_size": args.world_size, "limit_s": LIMIT_S, "runs": runs},
     )
-    print(f"\nresults: {path.relative_to(ROOT)}")
+    print(f"\nresults: {path}")
 
 
 if __name__ == "__main__":

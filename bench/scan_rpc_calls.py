@@ -246,7 +246,7 @@ def report(by_orders: list[dict], by_logs: list[dict], latencies: list[dict]) ->
             "detection_within_policy_plus_one_interval": within,
         },
     )
-    print(f"\nresults: {path.relative_to(ROOT)}")
+    print(f"\nresults: {path}")
 
 
 if __name__ == "__main__":
