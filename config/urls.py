@@ -21,3 +21,5 @@ urlpatterns = [
     path("manifest-key.pub", manifest_public_key, name="manifest_public_key"),
     path("", include("shop.urls")),
 ]
+# The database down or restarting: a 503 with Retry-After instead of a 500.
+handler500 = "config.errors.server_error"

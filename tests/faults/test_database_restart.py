@@ -44,6 +44,7 @@ class Answer:
     status: int  # 0: no HTTP answer at all
     body: str
     seconds: float
+    retry_after: str | None = None
 
 
 def request(base: str, kind: str, number: int) -> Answer:
@@ -53,14 +54,15 @@ def request(base: str, kind: str, number: int) -> Answer:
     else:
         sent = urllib.request.Request(base + ("/" if kind == "home" else "/api/v1/catalog/"))
     started = time.monotonic()
+    retry_after = None
     try:
         with urllib.request.urlopen(sent, timeout=15) as response:
             status, text = response.status, response.read().decode(errors="replace")
     except urllib.error.HTTPError as error:
-        status, text = error.code, error.read().decode(errors="replace")
+        status, text, retry_after = error.code, error.read().decode(errors="replace"), error.headers["Retry-After"]
     except OSError as error:
         status, text = 0, repr(error)
-    return Answer(kind, started, status, text, time.monotonic() - started)
+    return Answer(kind, started, status, text, time.monotonic() - started, retry_after)
 
 
 class Traffic(threading.Thread):
@@ -195,10 +197,17 @@ def test_a_postgres_restart_under_traffic_fails_requests_cleanly_and_the_same_pr
     # Then every request before the stop and after the recovery succeeded
     assert all(traffic.ok(a) for a in before), [(a.kind, a.status) for a in before if not traffic.ok(a)]
     assert all(traffic.ok(a) for a in after), [(a.kind, a.status, a.body[:200]) for a in after if not traffic.ok(a)]
-    # And while the database was down, each failure was a quick 5xx with a short page: no traceback, no SQL
+    # And while the database was down, each failure was a quick 503 (try again later) with a short message:
+    # JSON in the API, a page on the site; no traceback, no SQL
     assert down and all(not traffic.ok(a) for a in down)
     for answer in failed:
-        assert 500 <= answer.status <= 599, (answer.kind, answer.status, answer.body[:300])
+        assert (answer.status, answer.retry_after) == (503, "10"), (answer.kind, answer.status, answer.body[:300])
+        if answer.kind == "home":
+            assert "The service is briefly unavailable." in answer.body
+        else:
+            assert json.loads(answer.body) == {
+                "detail": "The service is briefly unavailable. Please try again in a minute."
+            }
         assert answer.seconds < 6
         assert len(answer.body) < 2000, answer.body[:2000]
         assert not re.search(r"Traceback|psycopg|OperationalError|connection failed|File \"", answer.body), answer.body
