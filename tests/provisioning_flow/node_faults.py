@@ -3,6 +3,7 @@ operator's trigger, and what "nothing was handed over" means."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -113,14 +114,26 @@ def node_processes(server: SandboxSshd, needle: str) -> list[int]:
     return found
 
 
-def wait_until(condition, *, seconds: float, what: str):
+def wait_until(condition, *, seconds: float, what: str, describe=None):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         result = condition()
         if result:
             return result
         time.sleep(0.05)
-    raise AssertionError(f"{what} within {seconds:g} s")
+    raise AssertionError(f"{what} within {seconds:g} s" + (f": {describe()}" if describe else ""))
+
+
+def describe_processes(pids: list[int]) -> str:
+    """`pid cwd command` of each live process, for a failure message."""
+    lines = []
+    for pid in pids:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"{pid} {os.readlink(f'/proc/{pid}/cwd')} {command[:200]}")
+        except OSError:
+            continue
+    return "\n".join(lines) or "none"
 
 
 class WhenPreflightRuns(threading.Thread):

@@ -6,6 +6,7 @@ the task changes nothing. What is lost: nothing (the first attempt's work is red
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from provisioning.access import account_name
@@ -22,6 +24,7 @@ from provisioning.prepare import preparation_execute, preparation_start
 from shop.models import Order, OrderStatus
 from tests.provisioning_flow.node_faults import (  # noqa: F401 - fixtures
     PREPARE,
+    describe_processes,
     fast_preparation,
     node_on,
     node_processes,
@@ -57,8 +60,30 @@ def workers(settings, tmp_path):
         queue_delete(broker, queue)
 
 
+def lock_holders(run_id: int) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s AND granted",
+            [LOCK_CLASS, run_id],
+        )
+        return cursor.fetchone()[0]
+
+
 def accounts_on(server, account: str) -> int:
     return sum(line.startswith(f"{account}:") for line in server.etc("passwd").read_text().splitlines())
+
+
+def started_in(server, workdir: str) -> list[int]:
+    """The node's processes working in `workdir` (what a preparation attempt started there)."""
+    found = []
+    for pid in server.namespace_pids():
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if workdir and (cwd == workdir or cwd.startswith(workdir + "/")):
+            found.append(pid)
+    return found
 
 
 def alive(pid: int) -> bool:
@@ -92,11 +117,14 @@ def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_e
         seconds=45,
         what=f"the preflight did not start:\n{first.output()[-4000:]}",
     )
-    lost = wait_until(
-        lambda: node_processes(sandbox_sshd, "spawn_main") and node_processes(sandbox_sshd, ""),
+    wait_until(
+        lambda: node_processes(sandbox_sshd, "spawn_main"),
         seconds=30,
         what="the preflight's ranks did not start on the node",
     )
+    run_.refresh_from_db()
+    lost_workdir = run_.node_workdir
+    lost = started_in(sandbox_sshd, lost_workdir)  # the preflight, its ranks, the shell that started them
     first.process.kill()
     first.process.wait(timeout=10)
     killed_at = time.monotonic()
@@ -106,8 +134,7 @@ def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_e
     # Then the run is left running by its first attempt, and nothing is handed over yet
     run_.refresh_from_db()
     assert (run_.status, run_.attempt) == (RunStatus.RUNNING, 1)
-    lost_workdir = run_.node_workdir
-    assert lost_workdir and Path(lost_workdir).exists()
+    assert lost_workdir and Path(lost_workdir).exists() and len(lost) >= 3, describe_processes(lost)
     assert not AccessGrant.objects.filter(order=order).exists()
 
     # When a new worker starts, after the visibility timeout
@@ -131,8 +158,13 @@ def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_e
     assert PreparationRun.objects.filter(order=order).count() == 1
 
     # And nothing of the lost attempt is left on the node: its processes and its scratch directory are gone
-    wait_until(lambda: not any(alive(pid) for pid in lost), seconds=10, what="the lost attempt's processes run")
-    assert not Path(lost_workdir).exists()
+    wait_until(
+        lambda: not any(alive(pid) for pid in lost),
+        seconds=10,
+        what="the lost attempt's processes run",
+        describe=lambda: describe_processes([pid for pid in lost if alive(pid)]),
+    )
+    assert not Path(lost_workdir).exists() and not started_in(sandbox_sshd, lost_workdir)
 
     # When a late copy of the task arrives, it changes nothing
     events = order.events.count()
@@ -169,6 +201,7 @@ def test_a_second_delivery_leaves_a_run_alone_while_its_worker_lives_and_takes_i
 
     # When that worker dies (its session ends) and the task is delivered again
     live_worker.close()
+    wait_until(lambda: not lock_holders(run_.pk), seconds=10, what="the server kept the dead session's lock")
     with django_capture_on_commit_callbacks(execute=True):
         outcome = preparation_execute(run_id=run_.pk)
 
