@@ -21,5 +21,7 @@ urlpatterns = [
     path("manifest-key.pub", manifest_public_key, name="manifest_public_key"),
     path("", include("shop.urls")),
 ]
+# A body too large or a form with too many fields: a 413 that says so (JSON under /api/), not a bare 400.
+handler400 = "shop.error_views.bad_request"
 # The database down or restarting: a 503 with Retry-After instead of a 500.
 handler500 = "config.errors.server_error"

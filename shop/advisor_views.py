@@ -33,7 +33,8 @@ from shop.advisor import (
     check_limit,
     parse_parameter_count,
 )
-from shop.api_errors import BAD_INPUT, UNSUPPORTED_MEDIA_TYPE
+from shop.api_errors import BAD_INPUT, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from shop.api_parsers import PARSERS
 from shop.models import LotSpec
 
 DEFAULTS = FitRequest(parameters=0)  # the defaults of every input but the size
@@ -314,10 +315,12 @@ def advice_representation(advice: Advice, request: HttpRequest) -> dict[str, Any
 class AdvisorApi(APIView):
     """How much memory each card needs for a training, and whether one lot holds it. Stores nothing."""
 
+    parser_classes = PARSERS
+
     @extend_schema(
         request=AdvisorInput,
         examples=[OpenApiExample("13B, sharded", {"parameters": "13B", "strategy": "sharded"}, request_only=True)],
-        responses={200: AdvisorOutput, 400: BAD_INPUT, 415: UNSUPPORTED_MEDIA_TYPE},
+        responses={200: AdvisorOutput, 400: BAD_INPUT, 413: TOO_LARGE, 415: UNSUPPORTED_MEDIA_TYPE},
         summary="Estimate the memory per card",
     )
     def post(self, request: Request) -> Response:

@@ -13,8 +13,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from payments.notices import payment_notice_submit
-from shop.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, UNSUPPORTED_MEDIA_TYPE
+from shop.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
 from shop.api_fields import EmailTextField, SlugTextField, TextField
+from shop.api_parsers import PARSERS
 from shop.catalog import catalog_current
 from shop.models import HypothesisKind
 from shop.order_input import (
@@ -196,10 +197,18 @@ ORDER_EXAMPLE = OpenApiExample(
 
 
 class OrderCreateApi(APIView):
+    parser_classes = PARSERS
+
     @extend_schema(
         request=OrderInput,
         examples=[ORDER_EXAMPLE],
-        responses={201: OrderOutput, 400: BAD_INPUT, 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED},
+        responses={
+            201: OrderOutput,
+            400: BAD_INPUT,
+            413: TOO_LARGE,
+            415: UNSUPPORTED_MEDIA_TYPE,
+            429: RATE_LIMITED,
+        },
         summary="Place an order",
     )
     def post(self, request: Request) -> Response:
@@ -243,10 +252,19 @@ class OrderDetailApi(APIView):
 
 
 class OrderPaidApi(APIView):
+    parser_classes = PARSERS
+
     @extend_schema(
         parameters=[TOKEN_HEADER],
         request=PaidInput,
-        responses={202: PaidOutput, 400: BAD_INPUT, 404: NOT_FOUND, 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED},
+        responses={
+            202: PaidOutput,
+            400: BAD_INPUT,
+            404: NOT_FOUND,
+            413: TOO_LARGE,
+            415: UNSUPPORTED_MEDIA_TYPE,
+            429: RATE_LIMITED,
+        },
         summary='"I have paid"',
     )
     def post(self, request: Request, reference: str) -> Response:

@@ -30,5 +30,6 @@ BAD_INPUT = OpenApiResponse(
 NOT_FOUND = _detail("No such order, or a wrong or missing token (the two look the same).")
 NOT_ALLOWED = _detail("Not signed in, or the account lacks the role.")
 UNSUPPORTED_MEDIA_TYPE = _detail("The body is not JSON, form or multipart data.")
+TOO_LARGE = _detail("The body is over the size limit, or has too many fields.")
 RATE_LIMITED = _detail("Too many requests from this address; the Retry-After header says when to come back.")
 CONFLICT = _detail("The order cannot move to this step now; the detail says why.")

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.test import Client
+from django.utils import translation
 
 from tests.fuzz.helpers import CASES_TRIED, STATUSES
 from tests.shop.conftest import api_client, only_local_network  # noqa: F401 - shared fixtures
@@ -43,11 +44,15 @@ def operator_token(db) -> str:
 def wsgi_inside_the_test_transaction():
     """Calling the WSGI app directly fires request_started/finished, whose handler closes the database
     connection, and with it the test's transaction. Django's own test client detaches it the same way."""
+    language = translation.get_language()
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
     yield
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
+    # The locale middleware leaves the last request's language active in this thread (a fuzzed cookie can
+    # ask for Spanish): the next test must not inherit it.
+    translation.activate(language)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
