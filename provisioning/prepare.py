@@ -131,10 +131,6 @@ def _execute(claim: Claim) -> str | None:
     return status
 
 
-def _connect_timeout() -> float:
-    return float(getattr(settings, "NODE_CONNECT_TIMEOUT_SECONDS", 10))
-
-
 def _clear_lost_attempt(driver: Driver, workdir: str) -> str:
     """Kill what a lost attempt left running on the node (a preflight holding the cards) and remove its files."""
     if not WORKDIR.fullmatch(workdir) or ".." in workdir:
@@ -152,7 +148,7 @@ def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, d
     if node.thresholds:
         profile["thresholds"] = {**profile.get("thresholds", {}), **node.thresholds}
     limit = settings.PREFLIGHT_TIMEOUT_SECONDS
-    with driver_for(node, connect_timeout=_connect_timeout()) as driver:
+    with driver_for(node, connect_timeout=settings.NODE_CONNECT_TIMEOUT_SECONDS) as driver:
         work = driver.workdir
         PreparationRun.objects.filter(pk=run.pk, attempt=run.attempt).update(node_workdir=work)
         _progress(

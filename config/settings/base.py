@@ -270,6 +270,8 @@ DEFAULT_LOCAL_RPC_URL = "http://127.0.0.1:8545"
 # Provisioning
 MANIFEST_SIGNING_KEY = env_str("MANIFEST_SIGNING_KEY", DEV_MANIFEST_SIGNING_KEY)
 PREFLIGHT_TIMEOUT_SECONDS = env_int("PREFLIGHT_TIMEOUT_SECONDS", 1800)
+# A node that accepts the TCP connection but never completes the SSH handshake fails after this long.
+NODE_CONNECT_TIMEOUT_SECONDS = env_int("NODE_CONNECT_TIMEOUT_SECONDS", 10)
 REMINDER_HOURS = (72, 24, 1)
 
 DEFAULT_EXCEPTION_REPORTER_FILTER = "config.redaction.SecretsHidingExceptionReporterFilter"
