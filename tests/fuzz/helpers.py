@@ -17,6 +17,16 @@ def tally(label: str, status: int) -> None:
     STATUSES[label][status] += 1
 
 
+def stored_state() -> dict[str, Any]:
+    """What placing an order writes: the row counts, and where each address cursor stands (a refused
+    order that moved a cursor would burn a deposit address without adding a row)."""
+    from payments.models import AddressCursor
+    from tests.shop.helpers import stored_counts
+
+    cursors = dict(AddressCursor.objects.values_list("key_fingerprint", "next_index"))
+    return {**stored_counts(), "address cursors": cursors}
+
+
 def what_is_wrong_is_said(body: Any, fields: Iterable[str]) -> str | None:
     """None when a 4xx body names the problem: a non-empty `detail`, or a non-empty message list per known field.
 

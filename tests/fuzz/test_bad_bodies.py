@@ -14,7 +14,8 @@ from django.test import Client
 from django.utils import translation
 
 from tests.fuzz.forms import FORM, field_errors
-from tests.shop.helpers import ORDERS_URL, stored_counts
+from tests.fuzz.helpers import stored_state
+from tests.shop.helpers import ORDERS_URL
 
 pytestmark = [pytest.mark.django_db]
 
@@ -31,9 +32,9 @@ def many_fields() -> str:
 
 @pytest.fixture
 def nothing_stored(shop_with_lots):
-    before = stored_counts()
+    before = stored_state()
     yield
-    assert stored_counts() == before
+    assert stored_state() == before
 
 
 UNREADABLE_BODIES = [
@@ -119,13 +120,13 @@ def test_every_api_body_nested_too_deeply_is_a_400_not_a_500(placed_order, endpo
     # Given an order and its token / When a body nested 100,000 deep is posted to an endpoint that reads JSON
     reference, token = placed_order["reference"], placed_order["access_token"]
     path = {"advisor": "/api/v1/advisor/", "i have paid": f"{ORDERS_URL}{reference}/paid/"}[endpoint]
-    before = stored_counts()
+    before = stored_state()
     response = Client().post(path, "[" * 100_000, content_type="application/json", headers={"X-Order-Token": token})
 
     # Then it is refused as unreadable, and nothing is recorded
     assert response.status_code == 400
     assert response.json() == {"detail": "JSON parse error: the body is nested too deeply."}
-    assert stored_counts() == before
+    assert stored_state() == before
 
 
 API_NUMBERS = [

@@ -17,9 +17,8 @@ from shop.models import Preparation
 from shop.sshkeys import parse_ssh_public_key
 from tests.fuzz.conftest import FREE_LOTS
 from tests.fuzz.forms import as_received, field_errors, post_form
-from tests.fuzz.helpers import tally
+from tests.fuzz.helpers import stored_state, tally
 from tests.fuzz.strategies import OPENSSH_PRIVATE_KEY, PUBLIC_KEY, RSA_PRIVATE_KEY, field_values, texts
-from tests.shop.helpers import stored_counts
 
 pytestmark = [pytest.mark.django_db]
 
@@ -68,10 +67,10 @@ def assert_not_echoed_raw(value: str, response) -> None:
 
 @pytest.fixture
 def shop(shop_with_lots, client):
-    before = stored_counts()
+    before = stored_state()
     yield client
     # Then, whatever was typed, the wizard's steps stored and reserved nothing
-    assert stored_counts() == before
+    assert stored_state() == before
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,9 @@ from django.test import Client
 
 from payments.models import Notice
 from tests.fuzz.forms import field_errors
+from tests.fuzz.helpers import stored_state
 from tests.fuzz.strategies import OPENSSH_PRIVATE_KEY, RSA_PRIVATE_KEY
-from tests.shop.helpers import ORDERS_URL, stored_counts
+from tests.shop.helpers import ORDERS_URL
 
 pytestmark = [pytest.mark.django_db]
 
@@ -36,7 +37,7 @@ def test_a_private_key_posted_to_the_api_is_refused_as_such_and_never_stored_or_
     shop_with_lots, order_payload, key
 ):
     # Given free lots
-    before = stored_counts()
+    before = stored_state()
 
     # When an order is posted with a private key as the SSH key
     response = Client().post(ORDERS_URL, {**order_payload, "ssh_public_key": key}, content_type="application/json")
@@ -47,7 +48,7 @@ def test_a_private_key_posted_to_the_api_is_refused_as_such_and_never_stored_or_
     assert PRIVATE_KEY_MESSAGE in response.json()["ssh_public_key"][0]
     assert_not_anywhere(key, response.content.decode())
     # And nothing is stored
-    assert stored_counts() == before
+    assert stored_state() == before
 
 
 @pytest.mark.parametrize("key", PRIVATE_KEYS)
