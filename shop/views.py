@@ -23,7 +23,7 @@ from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import catalog_current
 from shop.forms import ConfigureForm, ContactForm, PaidForm, PaymentForm
 from shop.models import Duration, LotSpec, Order, OrderStatus, Preparation, order_total_usd
-from shop.order_input import OrderInputErrors, build_order_request
+from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
 from shop.order_view import order_representation
 from shop.orders import OrderInputError, order_create, order_for_token, order_status_path
 
@@ -74,7 +74,7 @@ def order_summary(wizard: dict[str, Any]) -> dict[str, Any] | None:
     lot = LotSpec.current()
     duration = Duration.objects.filter(days=wizard.get("duration_days"), active=True).first()
     lots = wizard.get("lots")
-    if duration is None or not isinstance(lots, int) or lots < 1:
+    if duration is None or not isinstance(lots, int) or not 1 <= lots <= MAX_LOTS_PER_ORDER:
         return None
     preparation = Preparation.objects.filter(slug=wizard.get("preparation")).first()
     return {
@@ -126,9 +126,12 @@ def order_configure(request: HttpRequest) -> HttpResponse:
 
 
 def _initial_lots(request: HttpRequest, wizard: dict[str, Any]) -> int:
-    """`?lots=N` prefills (the fit advisor links here); otherwise what was chosen before, or 1."""
+    """`?lots=N` prefills (the fit advisor links here); otherwise what was chosen before, or 1.
+
+    Clamped to what one order may hold: a huge N used to reach the price summary and crash it (a 500).
+    """
     try:
-        return max(1, int(request.GET["lots"]))
+        return min(MAX_LOTS_PER_ORDER, max(1, int(request.GET["lots"])))
     except (KeyError, ValueError):
         return wizard.get("lots", 1)
 

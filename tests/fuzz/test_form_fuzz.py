@@ -6,6 +6,8 @@ kept, or shows the page again with an error next to that field (and no other). N
 
 from __future__ import annotations
 
+from urllib.parse import quote_from_bytes
+
 import pytest
 from django.test import Client
 from hypothesis import HealthCheck, given, settings
@@ -14,9 +16,10 @@ from hypothesis import strategies as st
 from payments.models import Notice
 from payments.notices import TX_HASH
 from shop.models import Preparation
+from shop.order_input import MAX_LOTS_PER_ORDER
 from shop.sshkeys import parse_ssh_public_key
 from tests.fuzz.conftest import FREE_LOTS
-from tests.fuzz.forms import as_received, field_errors, post_form
+from tests.fuzz.forms import as_received, field_errors, post_form, raw
 from tests.fuzz.helpers import stored_state, tally
 from tests.fuzz.strategies import OPENSSH_PRIVATE_KEY, PUBLIC_KEY, RSA_PRIVATE_KEY, field_values, texts
 
@@ -100,6 +103,23 @@ def test_configuring_with_any_value_in_one_field_moves_on_with_a_sane_choice_or_
         assert chosen["duration_days"] in (3, 7, 30)
         assert Preparation.objects.filter(slug=chosen["preparation"], active=True).exists()
     assert_not_echoed_raw(value or "", response)
+
+
+@FUZZ
+@given(value=field_values("1", "3", "64", "65", "9" * 30))
+def test_the_lots_prefilled_from_the_link_stay_within_one_order_whatever_the_link_says(shop, value: str | None):
+    # Given a fresh visitor following a link to the wizard with ?lots= set to anything (the advisor links so)
+    client = Client()
+    query = "" if value is None else "?lots=" + quote_from_bytes(raw(value))
+
+    # When the first step and the next one are opened
+    response = client.get(f"/order/{query}")
+    tally("/order/?lots= prefill", response.status_code)
+
+    # Then both render, with the prefilled lots between 1 and the most one order may hold
+    assert response.status_code == 200
+    assert 1 <= wizard(client)["lots"] <= MAX_LOTS_PER_ORDER
+    assert client.get("/order/contact/").status_code == 200
 
 
 @pytest.fixture
