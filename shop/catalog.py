@@ -1,15 +1,43 @@
-"""Reads of the catalog, shared by the pages and the API."""
+"""Reads of the catalog, shared by the pages and the API.
+
+Durations, preparations, the lot, the networks and their assets change rarely (staff, the price feed, the
+scan's health row), yet every page and every order read them: they are kept in the default cache for
+CATALOG_CACHE_SECONDS (5 s), dropped at once when one of their rows is saved or deleted in this process (or in any
+process when CACHE_URL names a shared cache). The short lifetime is the backstop for what no signal sees: a
+queryset update() such as the scan's health record, another worker's locmem cache, a rate growing old.
+`lots_available` is cached for a shorter time, for display only: placing an order counts under the row locks.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from dataclasses import dataclass
 
+from django.core.cache import cache
+from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
-from payments.models import Network
+from payments.models import Asset, Network, Rate
 from payments.networks import networks_offered
 from shop.capacity import lots_available
 from shop.models import Duration, LotSpec, Preparation
+
+CATALOG_KEY = "shop:catalog:v1"
+AVAILABLE_KEY = "shop:lots-available:v1"
+# The rows the cached catalog is made of: saving or deleting one drops it.
+CATALOG_MODELS = (LotSpec, Duration, Preparation, Network, Asset, Rate)
+CATALOG_CACHE_SECONDS = 5  # a network the scan finds down is hidden at most this much later than before
+LOTS_AVAILABLE_CACHE_SECONDS = 2
+
+
+@dataclass(frozen=True)
+class CatalogData:
+    lot: LotSpec
+    durations: list[Duration]
+    preparations: list[Preparation]
+    networks: list[Network]  # each with `offered_assets`
+    version: str  # changes with the data: the key of the pages' cached fragments
 
 
 @dataclass(frozen=True)
@@ -19,13 +47,57 @@ class Catalog:
     preparations: list[Preparation]
     networks: list[Network]  # each with `offered_assets`
     lots_available: int
+    version: str
+
+
+def catalog_data() -> CatalogData:
+    """The cached catalog rows; each call returns its own copies (the cache pickles), safe to modify."""
+    data = cache.get(CATALOG_KEY)
+    if data is None:
+        rows = (
+            LotSpec.current(),
+            list(Duration.objects.filter(active=True)),
+            list(Preparation.objects.filter(active=True)),
+            networks_offered(),
+        )
+        # A digest of the rows: the pages' fragments outlive a reload that finds the same catalog.
+        version = hashlib.sha256(pickle.dumps(rows)).hexdigest()[:16]
+        data = CatalogData(*rows, version=version)
+        cache.set(CATALOG_KEY, data, CATALOG_CACHE_SECONDS)
+    return data
+
+
+def lots_available_shown() -> int:
+    """The number of free lots a page shows: at most LOTS_AVAILABLE_CACHE_SECONDS old."""
+    available = cache.get(AVAILABLE_KEY)
+    if available is None:
+        available = lots_available(timezone.now())
+        cache.set(AVAILABLE_KEY, available, LOTS_AVAILABLE_CACHE_SECONDS)
+    return available
 
 
 def catalog_current() -> Catalog:
+    data = catalog_data()
     return Catalog(
-        lot=LotSpec.current(),
-        durations=list(Duration.objects.filter(active=True)),
-        preparations=list(Preparation.objects.filter(active=True)),
-        networks=networks_offered(),
-        lots_available=lots_available(timezone.now()),
+        lot=data.lot,
+        durations=data.durations,
+        preparations=data.preparations,
+        networks=data.networks,
+        lots_available=lots_available_shown(),
+        version=data.version,
     )
+
+
+def lots_available_forget() -> None:
+    """After a change of capacity here (an order placed): this process shows the exact count again."""
+    cache.delete(AVAILABLE_KEY)
+
+
+def catalog_forget(**_kwargs: object) -> None:
+    """Drop the cached catalog and the shown count: the next read goes to the database."""
+    cache.delete_many([CATALOG_KEY, AVAILABLE_KEY])
+
+
+for _model in CATALOG_MODELS:
+    post_save.connect(catalog_forget, sender=_model, dispatch_uid=f"catalog_forget_save_{_model.__name__}")
+    post_delete.connect(catalog_forget, sender=_model, dispatch_uid=f"catalog_forget_delete_{_model.__name__}")

@@ -9,8 +9,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from payments.models import Asset, Network
-from payments.networks import networks_offered
 from shop.capacity import lots_available
+from shop.catalog import catalog_data
 from shop.models import Duration, HypothesisKind, Preparation
 from shop.orders import OrderInputError, OrderRequest
 from shop.sshkeys import SshKeyError, SshPublicKey, parse_ssh_public_key
@@ -42,22 +42,23 @@ def only_available_message(available: int) -> str:
 
 
 def resolve_duration(days: int) -> Duration:
-    duration = Duration.objects.filter(days=days, active=True).first()
+    durations = catalog_data().durations
+    duration = next((d for d in durations if d.days == days), None)
     if duration is None:
-        offered = ", ".join(str(d) for d in Duration.objects.filter(active=True).values_list("days", flat=True))
+        offered = ", ".join(str(d.days) for d in durations)
         raise OrderInputError("duration_days", _("Choose a duration of %(days)s days.") % {"days": offered})
     return duration
 
 
 def resolve_preparation(slug: str) -> Preparation:
-    preparation = Preparation.objects.filter(slug=slug, active=True).first()
+    preparation = next((p for p in catalog_data().preparations if p.slug == slug), None)
     if preparation is None:
         raise OrderInputError("preparation", _("Choose one of the listed preparations."))
     return preparation
 
 
 def resolve_network(network_slug: str) -> Network:
-    networks = {network.slug: network for network in networks_offered()}
+    networks = {network.slug: network for network in catalog_data().networks}
     network = networks.get(network_slug)
     if network is None:
         raise OrderInputError(

@@ -17,12 +17,11 @@ from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from payments.networks import networks_offered
 from payments.notices import payment_notice_submit
 from provisioning.manifest import manifest_document, public_key_b64
-from shop.catalog import catalog_current
+from shop.catalog import catalog_current, catalog_data
 from shop.forms import ConfigureForm, ContactForm, PaidForm, PaymentForm
-from shop.models import Duration, LotSpec, Order, OrderStatus, Preparation, order_total_usd
+from shop.models import Order, OrderStatus, order_total_usd
 from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
 from shop.order_view import order_representation
 from shop.orders import OrderInputError, order_create, order_for_token, order_status_path
@@ -71,12 +70,13 @@ def _first_missing_step(wizard: dict[str, Any]) -> str | None:
 
 def order_summary(wizard: dict[str, Any]) -> dict[str, Any] | None:
     """The live summary: cards = 2 x lots, memory per card, price, time window."""
-    lot = LotSpec.current()
-    duration = Duration.objects.filter(days=wizard.get("duration_days"), active=True).first()
+    catalog = catalog_data()
+    lot = catalog.lot
+    duration = next((d for d in catalog.durations if d.days == wizard.get("duration_days")), None)
     lots = wizard.get("lots")
     if duration is None or not isinstance(lots, int) or not 1 <= lots <= MAX_LOTS_PER_ORDER:
         return None
-    preparation = Preparation.objects.filter(slug=wizard.get("preparation")).first()
+    preparation = next((p for p in catalog.preparations if p.slug == wizard.get("preparation")), None)
     return {
         "lot": lot,
         "lots": lots,
@@ -157,7 +157,7 @@ def order_payment(request: HttpRequest) -> HttpResponse:
     missing = _first_missing_step(wizard)
     if missing in ("configure", "contact"):
         return redirect(f"shop:order_{missing}")
-    networks = networks_offered()
+    networks = catalog_data().networks
     if request.method == "POST":
         form = PaymentForm(request.POST, networks=networks)
         if form.is_valid():

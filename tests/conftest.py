@@ -9,6 +9,16 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from tests.servers import Anvil, database_is_postgres, server_missing
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Each test starts with an empty cache: it holds copies of rows (the catalog) that the test database
+    rolls back between tests."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def anvil():
     """One real anvil for the session, registered as the `local` network's RPC."""

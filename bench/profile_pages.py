@@ -1,0 +1,140 @@
+"""Where each page's time goes: cProfile over N warm requests per endpoint, in one process, with the production
+settings (as bench/load.py serves them) on a database of its own, a real anvil, and the local Redis.
+
+    .venv/bin/python bench/profile_pages.py [--requests 200] [--top 25] [--only home]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import cProfile
+import io
+import os
+import pstats
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
+from bench.load import PROXY, account_xpub, order_body, redis_url, seed  # noqa: E402
+from tests.servers import Anvil  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=200, help="profiled requests per endpoint")
+    parser.add_argument("--top", type=int, default=25, help="functions listed per endpoint (by cumulative time)")
+    parser.add_argument("--only", default="", help="profile only endpoints whose label contains this")
+    args = parser.parse_args()
+
+    admin_url = postgres_url()
+    if admin_url is None:
+        sys.exit("profile: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
+    broker = redis_url()
+    name = f"bench_profile_{os.getpid()}"
+    work = Path(tempfile.mkdtemp(prefix="bench-profile-"))
+    database_url = database_create(admin_url, name)
+    anvil = Anvil()
+    env = {
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "DJANGO_ALLOWED_HOSTS": "testserver",
+        "PAYMENTS_XPUB": account_xpub(),
+        "MANIFEST_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
+        "RATELIMIT_ENABLE": "0",
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker,
+        "CHAIN_RPC_URLS_LOCAL": anvil.url,
+        "BENCH_STATIC_ROOT": str(work / "static"),
+        "BENCH_QUEUE": f"bench-profile-{os.getpid()}",
+        "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+        "LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    try:
+        manage = [sys.executable, str(ROOT / "manage.py")]
+        subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=os.environ, check=True, cwd=ROOT)
+        subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=os.environ, check=True, cwd=ROOT)
+        import django
+
+        django.setup()
+        seed(nodes=args.requests * 2 + 10, open_orders=1000)
+        profile_endpoints(args)
+    finally:
+        anvil.stop()
+        from django.db import connections
+
+        connections.close_all()
+        database_drop(admin_url, name)
+        shutil.rmtree(work, ignore_errors=True)
+        import redis
+
+        redis.Redis.from_url(broker).delete(env["BENCH_QUEUE"])
+
+
+def profile_endpoints(args) -> None:
+    import json
+
+    from django.db import connection, reset_queries
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    headers = {"X-Forwarded-Proto": PROXY["X-Forwarded-Proto"]}
+    client = Client(headers=headers, enforce_csrf_checks=True)
+    body = order_body()
+    placed = [json.loads(client.post("/api/v1/orders/", body, content_type="application/json").content) for _ in "ab"]
+    paid = placed[0]
+
+    visitor = Client(headers=headers)
+
+    def fresh() -> Client:  # the load generator keeps no cookies: every request is a new visitor
+        visitor.cookies.clear()
+        return visitor
+
+    endpoints = [
+        ("home", lambda: fresh().get("/")),
+        ("catalog page", lambda: fresh().get("/order/")),
+        ("payment page", lambda: fresh().get(urlsplit(paid["status_url"]).path)),
+        ("api catalog", lambda: fresh().get("/api/v1/catalog/")),
+        (
+            "api order",
+            lambda: fresh().get(
+                f"/api/v1/orders/{paid['reference']}/", headers={"X-Order-Token": paid["access_token"]}
+            ),
+        ),
+        ("api place order", lambda: fresh().post("/api/v1/orders/", body, content_type="application/json")),
+    ]
+    for label, call in endpoints:
+        if args.only and args.only not in label:
+            continue
+        for _ in range(5):
+            status = call().status_code
+            assert status in (200, 201), (label, status)
+        with CaptureQueriesContext(connection) as captured:
+            call()
+        queries = len(captured.captured_queries)
+        reset_queries()
+        profiler = cProfile.Profile()
+        began = time.perf_counter()
+        profiler.enable()
+        for _ in range(args.requests):
+            call()
+        profiler.disable()
+        per_request_ms = (time.perf_counter() - began) / args.requests * 1000
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.top)
+        print(f"\n===== {label}: {per_request_ms:.2f} ms/request (profiled), {queries} queries =====")
+        print(out.getvalue())
+
+
+if __name__ == "__main__":
+    main()
