@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from payments.models import CreditKind, PaymentEvent, PaymentRequest, PaymentStatus
 from shop.orders import OrderPaymentOutcome, order_payment_outcome
+from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
 P = PaymentStatus
@@ -128,9 +129,7 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
             order_id=payment.order_id, outcome=OUTCOME[status], reason=f"payment {status}: {reason}", now=now
         )
         if status in EMAIL_FOR:
-            from payments.tasks import payment_email_task
-
-            transaction.on_commit(lambda: payment_email_task.delay(payment.pk, EMAIL_FOR[status]), robust=True)
+            email_enqueue(order_id=payment.order_id, name=EMAIL_FOR[status], params={"payment_id": payment.pk})
     log.info("payment %s of order %s: %s", payment.pk, payment.order_id, status)
     return status
 

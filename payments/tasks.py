@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import smtplib
 
 from celery import shared_task
-from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
@@ -18,8 +16,6 @@ from payments.rpc import RpcError
 from payments.scan import scan_network
 from payments.settle import payment_settle
 from payments.verify import notice_verify
-from shop.emails import send_templated_email
-from shop.orders import order_status_path
 
 log = logging.getLogger(__name__)
 SCAN_LEASE = dt.timedelta(minutes=5)
@@ -70,22 +66,3 @@ def notice_verify_task(notice_id: int) -> None:
         network_id = PaymentRequest.objects.filter(pk=payment_id).values_list("asset__network_id", flat=True).first()
         if network_id is not None:
             scan_network_task.delay(network_id)
-
-
-@shared_task(
-    acks_late=True,
-    autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError),
-    retry_backoff=True,
-    max_retries=8,
-)
-def payment_email_task(payment_id: int, name: str) -> None:
-    payment = PaymentRequest.objects.select_related("order", "asset__network").filter(pk=payment_id).first()
-    if payment is None:
-        return
-    order = payment.order
-    send_templated_email(
-        name=name,
-        to=order.email,
-        language=order.language,
-        context={"order": order, "payment": payment, "status_url": settings.SITE_URL + order_status_path(order)},
-    )

@@ -21,6 +21,7 @@ from provisioning.models import AccessGrant, Node, NodeState, PreparationRun
 from shop import capacity
 from shop.models import Order, OrderStatus
 from shop.orders import order_transition
+from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
 S = OrderStatus
@@ -85,9 +86,7 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
     AccessGrant.objects.filter(pk__in=[g.pk for g in grants]).update(ends_at=order.ends_at)
     Node.objects.filter(pk__in=[run.node_id for run in runs]).update(state=NodeState.IN_USE, state_reason="")
     manifest_create(order=order, runs=runs, grants=grants)
-    from provisioning.tasks import access_email_task
-
-    transaction.on_commit(lambda: access_email_task.delay(order.pk, "access_ready"), robust=True)
+    email_enqueue(order_id=order.pk, name="access_ready")
 
 
 def access_revoke(*, grant_id: int) -> bool:

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import logging
-import smtplib
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from provisioning.access import access_revoke, grants_due, reminders_due
 from provisioning.drivers.base import DriverError
 from provisioning.models import AccessGrant, PreparationRun, RunStatus
 from provisioning.prepare import preparation_conclude, preparation_execute
-from shop.emails import send_templated_email
-from shop.models import Order
-from shop.orders import order_status_path
+from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
 # The preflight has its own limit on the node; the task's is a little longer, and handled.
@@ -54,33 +52,10 @@ def access_revoke_due_task() -> int:
 def access_reminders_task() -> int:
     sent = 0
     for grant, hours in reminders_due(timezone.now()):
-        # Marked before sending: a reminder may be lost to a crash, never sent twice.
+        # Marked with the email stored, in one transaction: a reminder is neither lost nor queued twice.
         marked = sorted(set(grant.reminders_sent) | {h for h in settings.REMINDER_HOURS if h >= hours})
-        AccessGrant.objects.filter(order=grant.order_id).update(reminders_sent=marked)
-        access_email_task.delay(grant.order_id, "access_ending", hours)
+        with transaction.atomic():
+            AccessGrant.objects.filter(order=grant.order_id).update(reminders_sent=marked)
+            email_enqueue(order_id=grant.order_id, name="access_ending", params={"hours": hours})
         sent += 1
     return sent
-
-
-@shared_task(
-    acks_late=True,
-    autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError),
-    retry_backoff=True,
-    max_retries=8,
-)
-def access_email_task(order_id: int, name: str, hours: int | None = None) -> None:
-    order = Order.objects.filter(pk=order_id).first()
-    if order is None:
-        return
-    grants = list(order.access_grants.filter(revoked_at__isnull=True).select_related("node"))
-    send_templated_email(
-        name=name,
-        to=order.email,
-        language=order.language,
-        context={
-            "order": order,
-            "grants": grants,
-            "hours": hours,
-            "status_url": settings.SITE_URL + order_status_path(order),
-        },
-    )

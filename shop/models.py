@@ -208,3 +208,26 @@ class Reservation(models.Model):
 
 def order_total_usd(*, lots: int, price_per_lot_usd: Decimal) -> Decimal:
     return (price_per_lot_usd * lots).quantize(Decimal("0.01"))
+
+
+class OutgoingEmail(models.Model):
+    """A customer email, stored in the transaction of the change it announces and sent from there.
+
+    The broker may be down when the change commits: the row waits, and beat sends what is still due.
+    """
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="emails")
+    name = models.CharField(max_length=40, help_text="templates/emails/<name>/")
+    params = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.CharField(max_length=300, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["sent_at", "created_at"], name="outgoing_email_due")]
+
+    def __str__(self) -> str:
+        return f"{self.name} for {self.order_id}"

@@ -147,10 +147,6 @@ def order_create(*, request: OrderRequest, now: dt.datetime | None = None) -> Pl
     else:  # pragma: no cover - three reference clashes in a row
         raise RuntimeError("could not allocate an order reference")
 
-    from shop.tasks import order_email_received_task  # the task module imports this one
-
-    # robust: a broker outage is logged, it never turns a placed order into an error page.
-    transaction.on_commit(lambda: order_email_received_task.delay(order.pk), robust=True)
     log.info("order %s placed: %s lots, %s USD", order.reference, order.lots, order.total_usd)
     return PlacedOrder(order=order, access_token=order_access_token(order))
 
@@ -193,6 +189,9 @@ def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt
 
         raise OrderInputError("lots", only_available_message(exc.available)) from None
     payment_request_open(order=order, quote=quote, now=now)
+    from shop.outbox import email_enqueue  # the outbox imports this module
+
+    email_enqueue(order_id=order.pk, name="order_received")
     return order
 
 

@@ -6,11 +6,10 @@ import logging
 import smtplib
 
 from celery import shared_task
-from django.conf import settings
+from django.utils import timezone
 
-from shop.emails import send_templated_email
-from shop.models import LotSpec, Order
-from shop.orders import order_status_path, orders_expire_overdue
+from shop.orders import orders_expire_overdue
+from shop.outbox import email_send, emails_due
 
 log = logging.getLogger(__name__)
 
@@ -21,24 +20,17 @@ log = logging.getLogger(__name__)
     retry_backoff=True,
     max_retries=8,
 )
-def order_email_received_task(order_id: int) -> None:
-    order = (
-        Order.objects.select_related("duration", "preparation", "payment__asset__network").filter(pk=order_id).first()
-    )
-    if order is None:
-        log.info("order %s is gone; no email", order_id)
-        return
-    send_templated_email(
-        name="order_received",
-        to=order.email,
-        language=order.language,
-        context={
-            "order": order,
-            "payment": order.payment,
-            "lot": LotSpec.current(),
-            "status_url": settings.SITE_URL + order_status_path(order),
-        },
-    )
+def email_send_task(email_id: int) -> bool:
+    return email_send(email_id=email_id)
+
+
+@shared_task(acks_late=True)
+def emails_send_due_task() -> int:
+    """Emails whose first send never ran (broker down at commit, worker lost) or failed for good."""
+    due = list(emails_due(timezone.now()).values_list("pk", flat=True)[:500])
+    for email_id in due:
+        email_send_task.delay(email_id)
+    return len(due)
 
 
 @shared_task(acks_late=True)

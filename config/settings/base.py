@@ -217,7 +217,10 @@ CELERY_TIMEZONE = "UTC"
 SCAN_INTERVAL_SECONDS = env_int("SCAN_INTERVAL_SECONDS", 15)
 # An "I have paid" notice still unchecked after this long is sent again by the periodic scan.
 NOTICE_RECHECK_AFTER_SECONDS = env_int("NOTICE_RECHECK_AFTER_SECONDS", 60)
+# An email still unsent this long after its change committed is sent by beat (broker down, worker lost).
+EMAIL_RETRY_AFTER_SECONDS = env_int("EMAIL_RETRY_AFTER_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
+    "send-due-emails": {"task": "shop.tasks.emails_send_due_task", "schedule": max(1.0, EMAIL_RETRY_AFTER_SECONDS)},
     "release-expired-reservations": {
         "task": "shop.tasks.reservations_release_expired_task",
         "schedule": 60.0,

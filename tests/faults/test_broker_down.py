@@ -17,14 +17,14 @@ import redis
 import requests
 
 from payments.models import Credit, Notice
-from shop.models import Order
+from shop.models import Order, OutgoingEmail
 from tests.faults.servers import CeleryBeat, Gunicorn
 from tests.servers import ROOT, CeleryWorker, clean_environment, database_url_for_tests
 from tests.verification.helpers import ORDERS_URL, units
 
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-# The periodic scan every second, and a notice re-sent as soon as it is found unchecked.
-FAST_BEAT = {"SCAN_INTERVAL_SECONDS": "1", "NOTICE_RECHECK_AFTER_SECONDS": "0"}
+# The periodic scan every second, and a notice or an email re-sent as soon as it is found unchecked or unsent.
+FAST_BEAT = {"SCAN_INTERVAL_SECONDS": "1", "NOTICE_RECHECK_AFTER_SECONDS": "0", "EMAIL_RETRY_AFTER_SECONDS": "0"}
 
 
 @pytest.fixture
@@ -125,6 +125,11 @@ def test_i_have_paid_while_the_broker_is_down_is_received_and_the_beat_verifies_
         # Then both are told at once that the notice was received, and the notices are stored
         reported = broker_down_notices(shop, private_redis, chain, make_node, order_payload)
         worker.wait_for(lambda: "Connection to broker lost" in worker.output(), "the worker did not see it go", 15)
+        # (and another customer orders meanwhile: the order is placed, its "order received" email stored)
+        make_node()
+        another = requests.post(shop.url + ORDERS_URL, json={**order_payload, "asset": "USDC"}, timeout=30)
+        assert another.status_code == 201, another.text
+        assert OutgoingEmail.objects.get(order__reference=another.json()["reference"]).sent_at is None
 
         # When the broker comes back, with the scheduler that sends the periodic scan
         private_redis.start()
@@ -145,6 +150,12 @@ def test_i_have_paid_while_the_broker_is_down_is_received_and_the_beat_verifies_
         worker.wait_for(
             lambda: sum("payment confirmed" in p.read_text(errors="replace") for p in worker.emails.glob("*.log")) == 2,
             "two 'payment confirmed' emails",
+        )
+        # And the customer who ordered during the outage gets the "order received" email, once
+        received = f"Order {another.json()['reference']} received"
+        worker.wait_for(
+            lambda: sum(received in p.read_text(errors="replace") for p in worker.emails.glob("*.log")) == 1,
+            "the 'order received' email of the order placed during the outage",
         )
         assert "scan_all_networks_task" in beat.output()
         print(
@@ -168,7 +179,7 @@ def test_the_scan_payments_command_pays_an_order_reported_while_the_broker_was_d
     private_redis.stop()
     answer, seconds = press_paid_in_the_api(shop, placed, tx_hash)
     assert answer.status_code == 202, answer.text
-    # (and another customer can still order meanwhile; only their "order received" email is not sent)
+    # (and another customer can still order meanwhile; their "order received" email waits in the outbox)
     make_node()
     started = time.monotonic()
     another = requests.post(shop.url + ORDERS_URL, json={**order_payload, "asset": "USDC"}, timeout=30)
@@ -186,13 +197,17 @@ def test_the_scan_payments_command_pays_an_order_reported_while_the_broker_was_d
         timeout=60,
     )
 
-    # Then the order is paid, the transfer credited once, and the "payment confirmed" email waits in the broker
+    # Then the order is paid, the transfer credited once, and the "payment confirmed" email is stored, its send
+    # queued; the "order received" email of the order placed during the outage is stored too, for beat to send
     assert done.returncode == 0, done.stderr[-3000:]
     assert "1 settled" in done.stdout, done.stdout
     assert paid(placed)
     assert Credit.objects.filter(tx_hash=tx_hash.lower()).count() == 1
+    confirmed = OutgoingEmail.objects.get(order__reference=placed["reference"], name="payment_confirmed")
     queued = redis.Redis.from_url(private_redis.url).lrange("celery", 0, -1)
-    assert any(b"payment_email_task" in message for message in queued), queued
+    assert confirmed.sent_at is None
+    assert any(b"email_send_task" in message for message in queued), queued
+    assert OutgoingEmail.objects.filter(order__reference=another.json()["reference"], sent_at=None).count() == 1
     print(
         f"\nwith the broker down: 'I have paid' answered in {seconds:.3f} s, an order placed in {order_seconds:.3f} s"
     )

@@ -135,7 +135,8 @@ def test_reminders_go_out_72_24_and_1_hours_before_the_end_once_each(
 
     def hours_left(hours: float) -> None:
         AccessGrant.objects.filter(order=order).update(ends_at=timezone.now() + dt.timedelta(hours=hours))
-        access_reminders_task()
+        with django_capture_on_commit_callbacks(execute=True):  # the stored reminder is sent once it commits
+            access_reminders_task()
 
     # When the end comes closer, passing each reminder point, with the task running twice each time
     hours_left(100)

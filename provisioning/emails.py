@@ -1,0 +1,12 @@
+"""The access emails' template context, for the outbox (shop/outbox.py)."""
+
+from __future__ import annotations
+
+from shop.models import Order
+from shop.outbox import email_context
+
+
+@email_context("access_ready", "access_ending")
+def access_email_context(order: Order, params: dict) -> dict:
+    grants = list(order.access_grants.filter(revoked_at__isnull=True).select_related("node"))
+    return {"grants": grants, "hours": params.get("hours")}

@@ -1,0 +1,91 @@
+"""Customer emails through an outbox: stored with the change they announce, sent at least once.
+
+`email_enqueue` writes the row inside the caller's transaction and asks a worker to send it once the
+transaction commits. If the broker is down at that moment the row simply waits: `emails_due` finds it
+and beat sends it. A send claims the row first (compare-and-swap), so two workers never send it twice;
+a crash between the SMTP hand-off and marking it sent is the one case where a customer gets it twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from shop.emails import send_templated_email
+from shop.models import LotSpec, Order, OutgoingEmail
+from shop.orders import order_status_path
+
+log = logging.getLogger(__name__)
+CLAIM = dt.timedelta(minutes=5)  # longer than one SMTP send; a dead worker's claim lapses after it
+MAX_ATTEMPTS = 10
+
+# name -> builder of the template context, registered by the app that owns the email (AppConfig.ready).
+ContextBuilder = Callable[[Order, dict], dict]
+CONTEXT_BUILDERS: dict[str, ContextBuilder] = {}
+
+
+def email_context(*names: str) -> Callable[[ContextBuilder], ContextBuilder]:
+    def register(builder: ContextBuilder) -> ContextBuilder:
+        for name in names:
+            CONTEXT_BUILDERS[name] = builder
+        return builder
+
+    return register
+
+
+def email_enqueue(*, order_id: int, name: str, params: dict | None = None) -> OutgoingEmail:
+    if name not in CONTEXT_BUILDERS:
+        raise ValueError(f"no email called {name!r}")
+    email = OutgoingEmail.objects.create(order_id=order_id, name=name, params=params or {})
+    from shop.tasks import email_send_task  # the task module imports this one
+
+    # robust: a broker outage is logged; the row stays due and beat sends it.
+    transaction.on_commit(lambda: email_send_task.delay(email.pk), robust=True)
+    return email
+
+
+def emails_due(now: dt.datetime) -> QuerySet[OutgoingEmail]:
+    return OutgoingEmail.objects.filter(
+        Q(claimed_until__isnull=True) | Q(claimed_until__lt=now),
+        sent_at__isnull=True,
+        created_at__lte=now - dt.timedelta(seconds=settings.EMAIL_RETRY_AFTER_SECONDS),
+        attempts__lt=MAX_ATTEMPTS,
+    )
+
+
+def email_send(*, email_id: int, now: dt.datetime | None = None) -> bool:
+    """Send one stored email unless it was sent or another worker holds it. Errors propagate (for retries)."""
+    now = now or timezone.now()
+    claimed = (
+        OutgoingEmail.objects.filter(pk=email_id, sent_at__isnull=True)
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
+        .update(claimed_until=now + CLAIM, attempts=F("attempts") + 1)
+    )
+    if claimed != 1:
+        return False
+    email = OutgoingEmail.objects.select_related("order").get(pk=email_id)
+    order = email.order
+    context = {
+        "order": order,
+        "status_url": settings.SITE_URL + order_status_path(order),
+        **CONTEXT_BUILDERS[email.name](order, email.params),
+    }
+    try:
+        send_templated_email(name=email.name, to=order.email, language=order.language, context=context)
+    except Exception as exc:
+        OutgoingEmail.objects.filter(pk=email_id).update(claimed_until=None, last_error=repr(exc)[:300])
+        raise
+    OutgoingEmail.objects.filter(pk=email_id).update(sent_at=timezone.now(), claimed_until=None, last_error="")
+    log.info("email %s sent for order %s", email.name, order.reference)
+    return True
+
+
+@email_context("order_received")
+def order_received_context(order: Order, params: dict) -> dict:
+    return {"payment": order.payment, "lot": LotSpec.current()}
