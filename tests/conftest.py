@@ -75,3 +75,12 @@ def order_payload(ssh_public_key):
         "hypothesis_kind": "bigger_batch",
         "hypothesis": "A global batch of 2048 fits when sharded.",
     }
+
+
+@pytest.fixture(autouse=True)
+def default_language_after_each_test(settings):
+    """A test that renders in Spanish (an email, a page) leaves the thread's language as it found it."""
+    yield
+    from django.utils import translation
+
+    translation.activate(settings.LANGUAGE_CODE)

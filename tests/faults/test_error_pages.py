@@ -6,6 +6,7 @@ import json
 
 from django.db import OperationalError
 from django.test import RequestFactory
+from django.utils import translation
 
 from config.errors import server_error
 
@@ -34,6 +35,14 @@ def test_the_database_down_on_a_page_is_a_short_503_page_without_the_error():
     assert response.status_code == 503
     assert b"The service is briefly unavailable." in response.content
     assert b"db" not in response.content and len(response.content) < 300
+
+
+def test_the_503_page_speaks_the_customers_language():
+    with translation.override("fr"):
+        response = handled("/", OperationalError("the database system is shutting down"))
+
+    assert response.status_code == 503
+    assert "Le service est momentanément indisponible." in response.content.decode()
 
 
 def test_any_other_error_is_still_the_plain_500():
