@@ -7,6 +7,7 @@ is stored.
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from django.conf import settings
@@ -127,6 +128,28 @@ def test_every_api_body_nested_too_deeply_is_a_400_not_a_500(placed_order, endpo
     assert response.status_code == 400
     assert response.json() == {"detail": "JSON parse error: the body is nested too deeply."}
     assert stored_state() == before
+
+
+def test_a_deeply_nested_body_is_refused_before_parsing_even_where_the_recursion_limit_is_raised(placed_order):
+    # Given a process whose recursion limit was raised (test tools do it; json's C decoder then overflows the C
+    # stack instead of raising RecursionError, killing the process: seen in this suite before the depth check)
+    reference, token = placed_order["reference"], placed_order["access_token"]
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(1_000_000)
+    try:
+        # When a body nested 100,000 deep is posted
+        response = Client().post(
+            f"{ORDERS_URL}{reference}/paid/",
+            "[" * 100_000,
+            content_type="application/json",
+            headers={"X-Order-Token": token},
+        )
+    finally:
+        sys.setrecursionlimit(previous)
+
+    # Then the process lives and the client is told why
+    assert response.status_code == 400
+    assert response.json() == {"detail": "JSON parse error: the body is nested too deeply."}
 
 
 API_NUMBERS = [
