@@ -7,11 +7,15 @@ import os
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.dispatch import Signal
 from django.utils import timezone
 
 from payments.models import Asset, Network, Rate
 from payments.quotes import fresh_rate_cutoff
 from payments.rpc import RpcClient
+
+# Sent when a network's health record goes from up to down or back: what offers networks drops its copy.
+network_health_changed = Signal()
 
 
 def rpc_env_name(slug: str) -> str:
@@ -54,6 +58,9 @@ def network_health_record(*, network: Network, ok: bool, error: str = "", head: 
     fields = {"rpc_ok": ok, "rpc_checked_at": timezone.now(), "rpc_error": error[:300]}
     if head is not None:
         fields["head_block"] = head
+    flipped = network.rpc_ok != ok
     Network.objects.filter(pk=network.pk).update(**fields)
     for name, value in fields.items():
         setattr(network, name, value)
+    if flipped:  # an update() sends no post_save: the cached catalog (shop.catalog) listens to this instead
+        network_health_changed.send(sender=Network, network=network)

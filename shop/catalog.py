@@ -2,14 +2,15 @@
 
 Durations, preparations, the lot, the networks and their assets change rarely (staff, the price feed, the
 scan's health row), yet every page and every order read them: they are kept in the default cache for
-CATALOG_CACHE_SECONDS (5 s), dropped at once when one of their rows is saved or deleted in this process (or in any
-process when CACHE_URL names a shared cache). The short lifetime is the backstop for what no signal sees: a
-queryset update() such as the scan's health record, another worker's locmem cache, a rate growing old.
+CATALOG_CACHE_SECONDS (5 s), dropped at once when one of their rows is saved or deleted, or a network's health
+flips, in this process (in every process when CACHE_URL names a shared cache). The short lifetime is the
+backstop for what no signal reaches: another worker's locmem cache, a queryset update(), a rate growing old.
 `lots_available` is cached for a shorter time, for display only: placing an order counts under the row locks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import pickle
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from payments.models import Asset, Network, Rate
-from payments.networks import networks_offered
+from payments.networks import network_health_changed, networks_offered
 from shop.capacity import lots_available
 from shop.models import Duration, LotSpec, Preparation
 
@@ -76,6 +77,13 @@ def lots_available_shown() -> int:
     return available
 
 
+def lots_available_recount() -> int:
+    """Counted now (before a refusal); the pages show this count from here on."""
+    available = lots_available(timezone.now())
+    cache.set(AVAILABLE_KEY, available, LOTS_AVAILABLE_CACHE_SECONDS)
+    return available
+
+
 def catalog_current() -> Catalog:
     data = catalog_data()
     return Catalog(
@@ -88,9 +96,10 @@ def catalog_current() -> Catalog:
     )
 
 
-def lots_available_forget() -> None:
-    """After a change of capacity here (an order placed): this process shows the exact count again."""
-    cache.delete(AVAILABLE_KEY)
+def lots_available_taken(lots: int) -> None:
+    """An order placed here took `lots`: the shown count follows at once, without counting again."""
+    with contextlib.suppress(ValueError):  # not cached: the next read counts
+        cache.decr(AVAILABLE_KEY, lots)
 
 
 def catalog_forget(**_kwargs: object) -> None:
@@ -98,6 +107,7 @@ def catalog_forget(**_kwargs: object) -> None:
     cache.delete_many([CATALOG_KEY, AVAILABLE_KEY])
 
 
+network_health_changed.connect(catalog_forget, dispatch_uid="catalog_forget_network_health")
 for _model in CATALOG_MODELS:
     post_save.connect(catalog_forget, sender=_model, dispatch_uid=f"catalog_forget_save_{_model.__name__}")
     post_delete.connect(catalog_forget, sender=_model, dispatch_uid=f"catalog_forget_delete_{_model.__name__}")

@@ -48,9 +48,16 @@ def payment_representation(order: Order) -> dict[str, Any]:
         ),
         "refund_due": format_units(payment.refund_due_base_units, payment.decimals),
         "tx_hashes": sorted({credit.tx_hash for credit in payment.credits.all() if credit.removed_at is None}),
-        "notices": payment.notices.count(),
+        "notices": _notices_count(order),
         "watching": payment.status in LIVE_PAYMENT_STATUSES,
     }
+
+
+def _notices_count(order: Order) -> int:
+    """Counted in the order's own query where it was read with its token (shop.orders.order_for_token)."""
+    if hasattr(order, "payment_notices"):
+        return order.payment_notices or 0  # the subquery gives NULL when there is none
+    return order.payment.notices.count()
 
 
 def order_representation(order: Order, *, token: str, request: HttpRequest) -> dict[str, Any]:

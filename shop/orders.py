@@ -9,16 +9,18 @@ import secrets
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
+from django.db.models import Count, OuterRef, Subquery
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from django.utils.translation import gettext as _
 
 from payments.checkout import PreparedQuote, payment_deadline, payment_request_open, quote_prepare
-from payments.models import Asset
+from payments.models import Asset, Notice
 from payments.quotes import QuoteError
 from shop import capacity
-from shop.models import Duration, LotSpec, Order, OrderEvent, OrderStatus, Preparation, Reservation, order_total_usd
+from shop.catalog import catalog_data, lots_available_taken
+from shop.models import Duration, Order, OrderEvent, OrderStatus, Preparation, Reservation, order_total_usd
 
 log = logging.getLogger(__name__)
 S = OrderStatus
@@ -79,7 +81,15 @@ def order_access_token(order: Order) -> str:
 
 def order_for_token(*, reference: str, token: str | None) -> Order | None:
     """The order if the token opens it; None for a wrong reference or token alike (no oracle)."""
-    order = Order.objects.filter(reference=str(reference).upper()).first()
+    # The payment, its asset and network, the preparation and the count of "I have paid" notices come in the
+    # same query: every caller shows them.
+    notices = Notice.objects.filter(payment__order=OuterRef("pk")).order_by().values("payment")
+    order = (
+        Order.objects.select_related("preparation", "payment__asset__network")
+        .annotate(payment_notices=Subquery(notices.annotate(n=Count("pk")).values("n")))
+        .filter(reference=str(reference).upper())
+        .first()
+    )
     if order is None or not token:
         return None
     if not hmac.compare_digest(order_access_token(order).encode(), str(token).encode()):
@@ -147,6 +157,9 @@ def order_create(*, request: OrderRequest, now: dt.datetime | None = None) -> Pl
     else:  # pragma: no cover - three reference clashes in a row
         raise RuntimeError("could not allocate an order reference")
 
+    # Not on commit: the count shown may run ahead of an outer transaction that rolls back; it is display only.
+    lots_available_taken(order.lots)
+    order.payment_notices = 0  # a new order has no "I have paid" notice: its representation need not count them
     log.info("order %s placed: %s lots, %s USD", order.reference, order.lots, order.total_usd)
     return PlacedOrder(order=order, access_token=order_access_token(order))
 
@@ -154,7 +167,7 @@ def order_create(*, request: OrderRequest, now: dt.datetime | None = None) -> Pl
 def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt.datetime) -> Order:
     capacity.lock_sellable_nodes()
     _expire_overdue_locked(now=now)
-    lot = LotSpec.current()
+    lot = catalog_data().lot
     order = Order.objects.create(
         reference=new_reference(),
         access_nonce=secrets.token_hex(16),

@@ -55,7 +55,10 @@ def _wizard(request: HttpRequest) -> dict[str, Any]:
 
 
 def _save_wizard(request: HttpRequest, data: dict[str, Any]) -> None:
-    request.session[WIZARD_KEY] = {**_wizard(request), **data}
+    wizard = _wizard(request)
+    merged = {**wizard, **data}
+    if merged != wizard or WIZARD_KEY not in request.session:  # an unchanged wizard is not written again
+        request.session[WIZARD_KEY] = merged
 
 
 def _first_missing_step(wizard: dict[str, Any]) -> str | None:
