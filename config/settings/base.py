@@ -194,6 +194,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     # It must exceed the longest countdown (retry backoff) a task waits in a worker; tests shorten it.
     else {
         "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT_SECONDS", 3600),
+        # Look for such tasks every 10 s (kombu's default scans on every 10th sweep: about 100 s), and not
+        # only when a worker starts, which a concurrent sweep holding kombu's mutex can make it miss.
+        "unacked_restore_interval": 10,
+        "unacked_restore_throttle": 1,
         # A broker that accepts connections but never answers (a hung host) would otherwise hold a request
         # that enqueues work forever: kombu's default socket timeout is none.
         "socket_timeout": env_int("CELERY_BROKER_SOCKET_TIMEOUT_SECONDS", 2),
