@@ -101,6 +101,7 @@ def profile_endpoints(args) -> None:
         return visitor
 
     endpoints = [
+        ("baseline", lambda: fresh().get("/bench/baseline/")),
         ("home", lambda: fresh().get("/")),
         ("catalog page", lambda: fresh().get("/order/")),
         ("payment page", lambda: fresh().get(urlsplit(paid["status_url"]).path)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.cache import cache
 from django.http import Http404
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
@@ -71,10 +72,20 @@ class CatalogOutput(serializers.Serializer):
     lots_available = serializers.IntegerField()
 
 
+CATALOG_BODY_SECONDS = 600  # keyed by the catalog's version: a changed catalog is a new key
+
+
 class CatalogApi(APIView):
     @extend_schema(responses=CatalogOutput, summary="What can be ordered now")
     def get(self, request: Request) -> Response:
-        return Response(CatalogOutput(catalog_current()).data)
+        # The serialized catalog is kept per language and catalog version; only the count of free lots is new.
+        catalog = catalog_current()
+        key = f"shop:catalog-body:{get_language()}:{catalog.version}"
+        body = cache.get(key)
+        if body is None:
+            body = dict(CatalogOutput(catalog).data)
+            cache.set(key, body, CATALOG_BODY_SECONDS)
+        return Response({**body, "lots_available": catalog.lots_available})
 
 
 def _field_check(check, value):

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from payments.models import Asset, Network, Rate
 from payments.networks import network_health_changed, networks_offered
+from provisioning.models import Node
 from shop.capacity import lots_available
 from shop.models import Duration, LotSpec, Preparation
 
@@ -102,11 +103,18 @@ def lots_available_taken(lots: int) -> None:
         cache.decr(AVAILABLE_KEY, lots)
 
 
+def lots_available_forget(**_kwargs: object) -> None:
+    """A node added, changed or removed here: the next page counts again."""
+    cache.delete(AVAILABLE_KEY)
+
+
 def catalog_forget(**_kwargs: object) -> None:
     """Drop the cached catalog and the shown count: the next read goes to the database."""
     cache.delete_many([CATALOG_KEY, AVAILABLE_KEY])
 
 
+post_save.connect(lots_available_forget, sender=Node, dispatch_uid="lots_available_forget_node_save")
+post_delete.connect(lots_available_forget, sender=Node, dispatch_uid="lots_available_forget_node_delete")
 network_health_changed.connect(catalog_forget, dispatch_uid="catalog_forget_network_health")
 for _model in CATALOG_MODELS:
     post_save.connect(catalog_forget, sender=_model, dispatch_uid=f"catalog_forget_save_{_model.__name__}")

