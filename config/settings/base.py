@@ -154,7 +154,12 @@ SESSION_ENGINE = "django.contrib.sessions.backends.db"
 # Rate limits per client IP (config/ratelimit.py); the counters live in the default cache.
 _CACHE_URL = env_str("CACHE_URL", "")
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+    # Pages and rate limits keep working while this Redis is down (config/cache.py).
+    "default": {
+        "BACKEND": "config.cache.ForgivingRedisCache",
+        "LOCATION": _CACHE_URL,
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
     if _CACHE_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
