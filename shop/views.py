@@ -124,7 +124,8 @@ def order_configure(request: HttpRequest) -> HttpResponse:
             "preparation": wizard.get("preparation", catalog.preparations[0].slug if catalog.preparations else None),
         }
         form = ConfigureForm(initial=initial, **kwargs)
-        _save_wizard(request, {k: v for k, v in initial.items() if v is not None and k not in wizard})
+        if "lots" in request.GET:  # a link's prefill is kept; a plain visit stores nothing (no session row)
+            _save_wizard(request, {"lots": initial["lots"]})
     return render(request, "shop/order_configure.html", _step_context(request, "configure", form, catalog=catalog))
 
 
