@@ -65,6 +65,23 @@ def account_xpub() -> str:
     return account.PublicKey().ToExtended()
 
 
+def production_env(*, database_url: str, broker: str, anvil: Anvil, work: Path, queue: str) -> dict[str, str]:
+    """The production settings with keys of this run's own, rate limits off, its database, queue and chain."""
+    return {
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "PAYMENTS_XPUB": account_xpub(),
+        "MANIFEST_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
+        "RATELIMIT_ENABLE": "0",
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker,
+        "CHAIN_RPC_URLS_LOCAL": anvil.url,
+        "BENCH_STATIC_ROOT": str(work / "static"),
+        "BENCH_QUEUE": queue,
+        "LOG_LEVEL": "WARNING",
+    }
+
+
 def peak_rss_kib(pid: int) -> int:
     """VmHWM: the most resident memory the process ever had."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -213,20 +230,10 @@ def main() -> None:
     anvil = Anvil()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PAYMENTS_", "CHAIN_RPC_URLS_"))},
-        "DJANGO_SETTINGS_MODULE": "bench.settings",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        **production_env(database_url=database_url, broker=broker, anvil=anvil, work=work, queue=queue),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "PAYMENTS_XPUB": account_xpub(),
-        "MANIFEST_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
-        "RATELIMIT_ENABLE": "0",
-        "DATABASE_URL": database_url,
-        "CELERY_BROKER_URL": broker,
-        "CHAIN_RPC_URLS_LOCAL": anvil.url,
-        "BENCH_STATIC_ROOT": str(work / "static"),
-        "BENCH_QUEUE": queue,
         "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
         "EMAIL_FILE_PATH": str(work / "emails"),
-        "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
     }
     os.environ.update(env)

@@ -7,12 +7,10 @@ settings (as bench/load.py serves them) on a database of its own, a real anvil, 
 from __future__ import annotations
 
 import argparse
-import base64
 import cProfile
 import io
 import os
 import pstats
-import secrets
 import shutil
 import subprocess
 import sys
@@ -25,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
-from bench.load import PROXY, account_xpub, order_body, redis_url, seed  # noqa: E402
+from bench.load import PROXY, order_body, production_env, redis_url, seed  # noqa: E402
 from tests.servers import Anvil  # noqa: E402
 
 
@@ -45,19 +43,11 @@ def main() -> None:
     database_url = database_create(admin_url, name)
     anvil = Anvil()
     env = {
-        "DJANGO_SETTINGS_MODULE": "bench.settings",
-        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        **production_env(
+            database_url=database_url, broker=broker, anvil=anvil, work=work, queue=f"bench-profile-{os.getpid()}"
+        ),
         "DJANGO_ALLOWED_HOSTS": "testserver",
-        "PAYMENTS_XPUB": account_xpub(),
-        "MANIFEST_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
-        "RATELIMIT_ENABLE": "0",
-        "DATABASE_URL": database_url,
-        "CELERY_BROKER_URL": broker,
-        "CHAIN_RPC_URLS_LOCAL": anvil.url,
-        "BENCH_STATIC_ROOT": str(work / "static"),
-        "BENCH_QUEUE": f"bench-profile-{os.getpid()}",
         "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
-        "LOG_LEVEL": "WARNING",
     }
     os.environ.update(env)
     try:
