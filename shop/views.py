@@ -126,6 +126,10 @@ def order_configure(request: HttpRequest) -> HttpResponse:
         form = ConfigureForm(initial=initial, **kwargs)
         if "lots" in request.GET:  # a link's prefill is kept; a plain visit stores nothing (no session row)
             _save_wizard(request, {"lots": initial["lots"]})
+        # The summary shows what the form shows, stored or not.
+        shown = {**wizard, **{key: value for key, value in initial.items() if value is not None}}
+        context = _step_context(request, "configure", form, catalog=catalog, summary=order_summary(shown))
+        return render(request, "shop/order_configure.html", context)
     return render(request, "shop/order_configure.html", _step_context(request, "configure", form, catalog=catalog))
 
 

@@ -8,6 +8,7 @@ from decimal import ROUND_CEILING, Decimal
 
 import pytest
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.utils.html import escape
 from pytest_django.asserts import assertContains, assertNotContains, assertRedirects, assertTemplateUsed
 
@@ -88,6 +89,27 @@ def test_ordering_more_lots_than_available_shows_the_error_next_to_the_field(cli
     assertTemplateUsed(response, "shop/order_configure.html")
     assert "Only 2 lots are available right now." in field_errors(response, "lots")
     assertContains(response, 'aria-invalid="true"')
+
+
+def test_a_first_visit_shows_the_summary_of_the_defaults_without_storing_a_session(client, make_node):
+    # Given a free lot / When a new visitor opens the first step
+    make_node()
+    page = client.get("/order/")
+
+    # Then the summary shows one lot's 2 cards at the first duration's price, and no session row was made
+    assertContains(page, "2 cards")
+    assertContains(page, "899.00 USD")
+    assert settings.SESSION_COOKIE_NAME not in page.cookies
+    assert not Session.objects.exists()
+
+
+def test_a_link_with_lots_shows_that_many_in_the_summary_and_keeps_it(client, make_node):
+    make_node()
+
+    page = client.get("/order/?lots=3")
+
+    assertContains(page, "6 cards")
+    assert client.session["order_wizard"]["lots"] == 3
 
 
 def test_update_summary_recomputes_the_cards_and_the_price(client, make_node):
