@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -22,9 +23,11 @@ USAGE_ERRORS = {
 }
 
 
-def run(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, bool]:
+def run(tmp_path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, bool]:
     report = tmp_path / "report.json"
-    completed = subprocess.run([*PREFLIGHT, "--json", str(report), *args], cwd=ROOT, capture_output=True, text=True)
+    completed = subprocess.run(
+        [*PREFLIGHT, "--json", str(report), *args], cwd=ROOT, capture_output=True, text=True, env=env
+    )
     return completed, report.exists()
 
 
@@ -64,9 +67,9 @@ def test_an_invalid_profile_is_a_usage_error_that_says_what_is_wrong(tmp_path, c
 def test_cuda_without_cards_is_refused_and_never_silently_runs_on_cpu(tmp_path):
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA cards")
-    completed, wrote_report = run(tmp_path, "--device", "cuda", "--world-size", "2")
+    # On a machine with cards, they are hidden from the preflight: it must see none.
+    no_cards = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    completed, wrote_report = run(tmp_path, "--device", "cuda", "--world-size", "2", env=no_cards)
 
     if torch.version.cuda:  # a CUDA build that sees no card: the world size exceeds the visible cards
         assert completed.returncode == 2
