@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tests.servers import ROOT, clean_environment, free_port, server_missing
@@ -200,49 +197,3 @@ class CeleryBeat:
 
     def stop(self) -> None:
         stop_process(self.process)
-
-
-class SlowReceiptProxy:
-    """A JSON-RPC proxy in front of a node that, while `hold` is set, keeps every transaction-receipt request
-    waiting until `release` is set: a real slow point in the middle of a verification."""
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = upstream
-        self.hold = threading.Event()
-        self.release = threading.Event()
-        self.receipt_requested = threading.Event()
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the http.server name)
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                calls = json.loads(body or b"{}")
-                methods = {call.get("method") for call in (calls if isinstance(calls, list) else [calls])}
-                if "eth_getTransactionReceipt" in methods and proxy.hold.is_set():
-                    proxy.receipt_requested.set()
-                    proxy.release.wait(30)
-                request = urllib.request.Request(proxy.upstream, body, {"Content-Type": "application/json"})
-                try:
-                    with urllib.request.urlopen(request, timeout=10) as response:
-                        answer = response.read()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(answer)))
-                    self.end_headers()
-                    self.wfile.write(answer)
-                except OSError:
-                    pass  # the client is gone (the worker was killed while it waited)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()

@@ -10,9 +10,10 @@ import uuid
 import pytest
 
 from payments.models import Credit
-from tests.faults.servers import SlowReceiptProxy, wait_until
+from tests.faults.servers import wait_until
 from tests.servers import CeleryWorker, queue_delete, redis_answering, tasks_sent_to
 from tests.verification.helpers import ORDERS_URL, order_of, payment_of, units
+from tests.verification.rpc_proxy import RpcProxy
 
 VISIBILITY_SECONDS = 2
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -21,7 +22,7 @@ worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 @pytest.fixture
 def slow_rpc(chain):
     """The chain behind a proxy that can keep a receipt request waiting: the worker's slow point."""
-    proxy = SlowReceiptProxy(chain.node.url)
+    proxy = RpcProxy(chain.node.url)
     try:
         yield proxy
     finally:

@@ -12,15 +12,12 @@ import pytest
 
 from provisioning.models import NodeState, PreparationRun
 from shop.models import OrderStatus
-from tests.provisioning_flow.node_faults import (  # noqa: F401 - fixtures
+from tests.provisioning_flow.node_faults import (
     WhenPreflightRuns,
     assert_failure_shown_to_operators,
     assert_handed_over_once,
     assert_nothing_handed_over,
-    fast_preparation,
-    node_on,
     prepare,
-    private_sshd,
     wait_until,
 )
 
@@ -33,10 +30,10 @@ def node_back_in_service(node) -> None:
 
 @pytest.mark.django_db
 def test_a_node_whose_sshd_is_down_fails_the_preparation_and_the_retry_hands_over_once_it_is_back(
-    private_sshd,  # noqa: F811
+    private_sshd,
     sandbox_sshd,
-    node_on,  # noqa: F811
-    fast_preparation,  # noqa: F811
+    node_on,
+    fast_preparation,
     paid_order,
     operator,
     client,
@@ -70,10 +67,10 @@ def test_a_node_whose_sshd_is_down_fails_the_preparation_and_the_retry_hands_ove
 
 @pytest.mark.django_db
 def test_a_node_taken_down_in_the_middle_of_the_preflight_fails_the_preparation_without_leftovers(
-    private_sshd,  # noqa: F811
+    private_sshd,
     sandbox_sshd,
-    node_on,  # noqa: F811
-    fast_preparation,  # noqa: F811
+    node_on,
+    fast_preparation,
     paid_order,
     operator,
     client,
@@ -110,8 +107,8 @@ def test_a_node_taken_down_in_the_middle_of_the_preflight_fails_the_preparation_
 @pytest.mark.django_db
 def test_a_node_that_accepts_tcp_but_never_answers_times_out_and_the_retry_goes_to_a_free_node(
     sandbox_sshd,
-    node_on,  # noqa: F811
-    fast_preparation,  # noqa: F811
+    node_on,
+    fast_preparation,
     paid_order,
     operator,
     client,

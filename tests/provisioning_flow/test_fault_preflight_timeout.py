@@ -9,14 +9,12 @@ import pytest
 
 from provisioning.models import NodeState, PreparationRun
 from shop.models import Preparation
-from tests.provisioning_flow.node_faults import (  # noqa: F401 - fixtures
+from tests.provisioning_flow.node_faults import (
     FAST_PROFILE,
     WhenPreflightRuns,
     assert_failure_shown_to_operators,
     assert_handed_over_once,
     assert_nothing_handed_over,
-    fast_preparation,
-    node_on,
     prepare,
     wait_until,
 )
@@ -42,8 +40,8 @@ def alive(pid: int) -> bool:
 @pytest.mark.django_db
 def test_a_preflight_past_its_time_limit_is_killed_on_the_node_and_the_retry_hands_over(
     sandbox_sshd,
-    node_on,  # noqa: F811
-    fast_preparation,  # noqa: F811
+    node_on,
+    fast_preparation,
     paid_order,
     operator,
     client,

@@ -23,11 +23,9 @@ from provisioning.claims import LOCK_CLASS, _claimable, run_hard_limit
 from provisioning.models import AccessGrant, Manifest, PreparationRun, RunStatus
 from provisioning.prepare import preparation_execute, preparation_start
 from shop.models import Order, OrderStatus
-from tests.provisioning_flow.node_faults import (  # noqa: F401 - fixtures
+from tests.provisioning_flow.node_faults import (
     PREPARE,
     describe_processes,
-    fast_preparation,
-    node_on,
     node_processes,
     wait_until,
 )
@@ -98,8 +96,8 @@ def alive(pid: int) -> bool:
 def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_exactly_once(
     require_postgres,
     sandbox_sshd,
-    node_on,  # noqa: F811
-    fast_preparation,  # noqa: F811
+    node_on,
+    fast_preparation,
     paid_order,
     operator,
     client,
@@ -181,8 +179,8 @@ def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_e
 def test_a_second_delivery_leaves_a_run_alone_while_its_worker_lives_and_takes_it_over_once_it_died(
     require_postgres,
     sandbox_sshd,
-    node_on,  # noqa: F811
-    fast_preparation,  # noqa: F811
+    node_on,
+    fast_preparation,
     paid_order,
     django_capture_on_commit_callbacks,
 ):

@@ -7,19 +7,28 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.servers import free_port
 
 
+class _Server(ThreadingHTTPServer):
+    allow_reuse_address = True  # down() then up() binds the same port again
+    daemon_threads = True  # a request held open never keeps the test process alive
+
+
 class RpcProxy:
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, delay: float = 0.0) -> None:
         self.target = target
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.head_shift = 0  # added to the latest block this provider reports (negative: it lags behind)
         self.drop_receipts: set[str] = set()  # tx hashes whose receipt it answers with null
+        self.delay = delay  # seconds before each answer: a healthy but distant provider
+        # While `hold` is set, a request for a receipt waits until `release` is set: a real slow point.
+        self.hold, self.release, self.receipt_requested = threading.Event(), threading.Event(), threading.Event()
         self.requests = 0
         self._server: ThreadingHTTPServer | None = None
         self.up()
@@ -33,19 +42,29 @@ class RpcProxy:
         class Forward(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the http.server API
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                proxy.wait_if_held(body)
                 answer = json.dumps(proxy.answer(body)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                time.sleep(proxy.delay)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(answer)))
+                    self.end_headers()
+                    self.wfile.write(answer)
+                except OSError:
+                    pass  # the client is gone (a worker killed while it waited)
 
             def log_message(self, *args) -> None:
                 pass
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Forward)
+        self._server = _Server(("127.0.0.1", self.port), Forward)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def wait_if_held(self, body) -> None:
+        calls = body if isinstance(body, list) else [body]
+        if self.hold.is_set() and any(call.get("method") == "eth_getTransactionReceipt" for call in calls):
+            self.receipt_requested.set()
+            self.release.wait(30)
 
     def down(self) -> None:
         if self._server is None:
@@ -55,6 +74,7 @@ class RpcProxy:
         self._server = None
 
     def stop(self) -> None:
+        self.release.set()
         self.down()
 
     # What it answers.

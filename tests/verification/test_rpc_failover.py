@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -15,6 +14,7 @@ from payments.rpc import RpcUnavailable
 from payments.scan import scan_network
 from tests.servers import Anvil, free_port
 from tests.verification.helpers import CATALOG_URL, payment_of, units
+from tests.verification.rpc_proxy import RpcProxy
 
 
 def dead_url() -> str:
@@ -185,34 +185,15 @@ def test_a_pass_works_when_the_first_rpc_url_answers_429_and_the_second_is_alive
 def slow_proxy():
     """An HTTP proxy on loopback that forwards JSON-RPC to a node and answers after `delay` seconds:
     a healthy but distant node, as a public RPC provider is."""
-    servers = []
+    proxies: list[RpcProxy] = []
 
     def start(target: str, delay: float) -> str:
-        class Forward(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server API
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                request = urllib.request.Request(target, body, {"Content-Type": "application/json"})
-                with urllib.request.urlopen(request, timeout=10) as response:
-                    answer = response.read()
-                time.sleep(delay)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Forward)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
+        proxies.append(RpcProxy(target, delay=delay))
+        return proxies[-1].url
 
     yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    for proxy in proxies:
+        proxy.stop()
 
 
 @pytest.mark.parametrize("stale_height", ["behind", "as_high"])
