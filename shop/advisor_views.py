@@ -34,7 +34,6 @@ from shop.advisor import (
     parse_parameter_count,
 )
 from shop.api_errors import BAD_INPUT, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
-from shop.api_parsers import PARSERS
 from shop.models import LotSpec
 
 DEFAULTS = FitRequest(parameters=0)  # the defaults of every input but the size
@@ -315,7 +314,6 @@ def advice_representation(advice: Advice, request: HttpRequest) -> dict[str, Any
 class AdvisorApi(APIView):
     """How much memory each card needs for a training, and whether one lot holds it. Stores nothing."""
 
-    parser_classes = PARSERS
 
     @extend_schema(
         request=AdvisorInput,

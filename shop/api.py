@@ -16,7 +16,6 @@ from rest_framework.views import APIView
 from payments.notices import payment_notice_submit
 from shop.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
 from shop.api_fields import EmailTextField, SlugTextField, TextField
-from shop.api_parsers import PARSERS
 from shop.catalog import catalog_current
 from shop.models import HypothesisKind
 from shop.order_input import (
@@ -208,7 +207,6 @@ ORDER_EXAMPLE = OpenApiExample(
 
 
 class OrderCreateApi(APIView):
-    parser_classes = PARSERS
 
     @extend_schema(
         request=OrderInput,
@@ -263,7 +261,6 @@ class OrderDetailApi(APIView):
 
 
 class OrderPaidApi(APIView):
-    parser_classes = PARSERS
 
     @extend_schema(
         parameters=[TOKEN_HEADER],

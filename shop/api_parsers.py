@@ -1,4 +1,4 @@
-"""The API's body parsers: DRF's, except that a JSON body nested too deeply is a 400, not a crash."""
+"""The API's JSON parser (DEFAULT_PARSER_CLASSES): DRF's, but a body nested too deeply is a 400, not a crash."""
 
 from __future__ import annotations
 
@@ -44,5 +44,3 @@ class JSONParser(parsers.JSONParser):
         except RecursionError:  # a lower recursion limit than the depth check allows for
             raise ParseError(_("JSON parse error: the body is nested too deeply.")) from None
 
-
-PARSERS = [JSONParser, parsers.FormParser, parsers.MultiPartParser]

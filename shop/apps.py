@@ -8,4 +8,4 @@ class ShopConfig(AppConfig):
     verbose_name = "Shop"
 
     def ready(self) -> None:
-        from shop import outbox  # noqa: F401  registers its emails with the outbox
+        from shop import catalog, outbox  # noqa: F401  the catalog's cache signals; the shop's emails
