@@ -130,6 +130,9 @@ class PaymentRequest(models.Model):
     amount_base_units = BaseUnitsField()
     expires_at = models.DateTimeField()
     start_block = models.PositiveBigIntegerField(help_text="Only transfers from this block on count.")
+    # Coin already on the address before start_block is not the customer's: read once, when a balance
+    # shows more than the credits explain (payments/native.py).
+    opening_balance_base_units = BaseUnitsField(null=True, blank=True)
 
     # The address stays watched long after the quote's window: late money reaches a reviewer.
     watch_until = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 
 from payments.credits import NATIVE_LOG_INDEX, Transfer
 from payments.models import Asset, Credit, Network, PaymentRequest
@@ -65,23 +66,33 @@ def top_level_transfers(
     ]
 
 
-def _internal_calls(frame: dict, recipient: str, found: list, counter: list[int], depth: int = 0) -> None:
-    """Depth-first over a callTracer frame: value-carrying calls into `recipient` below the top level."""
+# Frame types whose value leaves the caller for `to`. DELEGATECALL and STATICCALL carry none of their own
+# (a tracer shows a DELEGATECALL with its parent's value: counting it would count that value twice), and a
+# CALLCODE's value stays with the caller.
+VALUE_MOVING_FRAMES = frozenset({"CALL", "CREATE", "CREATE2", "SELFDESTRUCT"})
+
+
+def _value_moves(
+    frame: dict, recipient: str, found: list, counter: list[int], depth: int = 0, undone: bool = False
+) -> None:
+    """Depth-first over a callTracer frame: value-carrying frames into `recipient` below the top level whose
+    value really moved. A frame that failed undoes every frame below it, even the ones that succeeded (a
+    `try/catch` around an inner call that pays and then reverts): `undone` is carried down the tree."""
     counter[0] += 1
     position = counter[0]
+    undone = undone or bool(frame.get("error"))
     pays = (frame.get("to") or "").lower() == recipient and int(frame.get("value") or "0x0", 16) > 0
-    moved = frame.get("type", "CALL") in ("CALL", "CREATE", "CREATE2", "SELFDESTRUCT") and not frame.get("error")
-    if depth > 0 and pays and moved:
+    if depth > 0 and pays and not undone and frame.get("type", "CALL") in VALUE_MOVING_FRAMES:
         found.append((position, frame["from"].lower(), int(frame["value"], 16)))
     for child in frame.get("calls") or []:
-        _internal_calls(child, recipient, found, counter, depth + 1)
+        _value_moves(child, recipient, found, counter, depth + 1, undone)
 
 
 def internal_transfers(
     *, network: Network, asset: Asset, block: dict, tx_hash: str, trace: dict, recipient: str
 ) -> list[Transfer]:
     found: list = []
-    _internal_calls(trace, recipient, found, [0])
+    _value_moves(trace, recipient, found, [0])
     return [
         Transfer(
             network=network,
@@ -100,44 +111,111 @@ def internal_transfers(
     ]
 
 
+def within_balance_gain(
+    *, client: RpcClient, network: Network, address: str, block_number: int, transfers: list[Transfer]
+) -> list[Transfer]:
+    """What traces credit to an address in one block never exceeds what its balance really gained in that
+    block (`eth_getBalance` at N-1 and N), less what other counted transfers there explain: a tracer that
+    errs or lies cannot credit coin that never arrived. Raises RpcResponseError without historical state."""
+    if not transfers:
+        return []
+    before, after = client.batch(
+        [("eth_getBalance", [address, hex(max(block_number - 1, 0))]), ("eth_getBalance", [address, hex(block_number)])]
+    )
+    gained = int(after, 16) - (int(before, 16) if block_number > 0 else 0)
+    keys = {(transfer.tx_hash.lower(), transfer.log_index) for transfer in transfers}
+    others = Credit.objects.filter(
+        chain_id=network.chain_id,
+        payment__address__iexact=address,
+        block_number=block_number,
+        log_index__lt=0,  # native-coin credits: -1 for a plain transfer, below -1000 for a traced one
+        removed_at__isnull=True,
+    ).values_list("tx_hash", "log_index", "amount_base_units")
+    allowance = gained - sum(int(amount) for tx_hash, index, amount in others if (tx_hash, index) not in keys)
+    kept = []
+    for transfer in transfers:
+        amount = max(0, min(transfer.amount, allowance))
+        allowance -= amount
+        if amount < transfer.amount:
+            log.error(
+                "%s: trace of %s credits %d wei to %s in block %d, but its balance gained only %d there: %d counted",
+                network.slug,
+                transfer.tx_hash,
+                transfer.amount,
+                address,
+                block_number,
+                gained,
+                amount,
+            )
+            if amount == 0:
+                continue
+            transfer = replace(transfer, amount=amount, raw={**transfer.raw, "traced_value": hex(transfer.amount)})
+        kept.append(transfer)
+    return kept
+
+
 def traced_transfers_in_tx(
     *, network: Network, client: RpcClient, asset: Asset, block: dict, tx_hash: str, recipient: str
 ) -> list[Transfer]:
-    """Coin a contract forwarded to `recipient` inside one transaction; [] where tracing is unsupported."""
+    """Coin a contract forwarded to `recipient` inside one transaction; [] where tracing (or the balance
+    history that bounds it) is unsupported."""
     try:
         trace = client.call("debug_traceTransaction", [tx_hash, CALL_TRACER])
+        transfers = internal_transfers(
+            network=network, asset=asset, block=block, tx_hash=tx_hash, trace=trace, recipient=recipient
+        )
+        return within_balance_gain(
+            client=client,
+            network=network,
+            address=recipient,
+            block_number=int(block["number"], 16),
+            transfers=transfers,
+        )
     except RpcResponseError as exc:
         log.warning("%s: cannot trace %s (%s)", network.slug, tx_hash, exc)
         return []
-    return internal_transfers(
-        network=network, asset=asset, block=block, tx_hash=tx_hash, trace=trace, recipient=recipient
-    )
 
 
 def unexplained_balance_transfers(
     *, network: Network, client: RpcClient, asset: Asset, payments: list[PaymentRequest], head: int
 ) -> list[Transfer]:
-    """One batch of balances for the network's native-coin orders; where a balance exceeds what the
-    credits explain, find the block where it rose (bisection) and trace it for the forwarding call."""
+    """One batch of balances for the network's native-coin orders; where a balance rose by more than the
+    credits explain (coin already on the address before the order is not the customer's), find the block
+    where it rose (bisection) and trace it for the forwarding call."""
     if not payments:
         return []
     balances = client.batch([("eth_getBalance", [payment.address, hex(head)]) for payment in payments])
     transfers = []
     for payment, balance in zip(payments, balances, strict=True):
         credits = list(Credit.objects.filter(payment=payment, network=network, asset=asset, removed_at__isnull=True))
-        if int(balance, 16) <= sum(int(credit.amount_base_units) for credit in credits):
+        explained = sum(int(credit.amount_base_units) for credit in credits)
+        if int(balance, 16) <= explained:
             continue
         try:
+            if int(balance, 16) - opening_balance(client, payment) <= explained:
+                continue
             transfers += _find_forwarded(network, client, asset, payment, credits, head)
         except RpcResponseError as exc:  # no historical state or no tracing on this node
             log.warning("%s: unexplained balance at %s, cannot locate it: %s", network.slug, payment.address, exc)
     return transfers
 
 
+def opening_balance(client: RpcClient, payment: PaymentRequest) -> int:
+    """The coin on the deposit address before the order's start block, read once and kept."""
+    if payment.opening_balance_base_units is None:
+        before = payment.start_block - 1
+        balance = int(client.call("eth_getBalance", [payment.address, hex(before)]), 16) if before >= 0 else 0
+        PaymentRequest.objects.filter(pk=payment.pk).update(opening_balance_base_units=balance)
+        payment.opening_balance_base_units = balance
+    return int(payment.opening_balance_base_units)
+
+
 def _find_forwarded(network, client, asset, payment, credits, head) -> list[Transfer]:
+    opening = opening_balance(client, payment)
+
     def unexplained_at(number: int) -> bool:
         balance = int(client.call("eth_getBalance", [payment.address, hex(number)]), 16)
-        return balance > sum(int(c.amount_base_units) for c in credits if c.block_number <= number)
+        return balance - opening > sum(int(c.amount_base_units) for c in credits if c.block_number <= number)
 
     low, high = payment.start_block, head  # the lowest block where the balance is unexplained
     while low < high:
@@ -159,4 +237,4 @@ def _find_forwarded(network, client, asset, payment, credits, head) -> list[Tran
             trace=entry["result"],
             recipient=recipient,
         )
-    return transfers
+    return within_balance_gain(client=client, network=network, address=recipient, block_number=low, transfers=transfers)

@@ -56,7 +56,7 @@ class Wallet:
     def address(self) -> str:
         return self.account.address
 
-    def sign(self, *, to: str | None, data: str = "0x", value: int = 0) -> tuple[str, str]:
+    def sign(self, *, to: str | None, data: str = "0x", value: int = 0, gas: int = GAS) -> tuple[str, str]:
         """(tx hash, raw signed tx), not sent yet. `to` None creates a contract from `data`."""
         nonce = int(rpc(self.url, "eth_getTransactionCount", [self.address, "pending"]), 16)
         tx = {
@@ -66,16 +66,18 @@ class Wallet:
             **({"to": to_checksum_address(to)} if to else {}),
             "value": value,
             "data": data,
-            "gas": GAS,
+            "gas": gas,
             "maxFeePerGas": MAX_FEE,
             "maxPriorityFeePerGas": PRIORITY_FEE,
         }
         signed = Account.sign_transaction(tx, self.account.key)
         return "0x" + signed.hash.hex().removeprefix("0x"), "0x" + signed.raw_transaction.hex().removeprefix("0x")
 
-    def send(self, *, to: str | None, data: str = "0x", value: int = 0, must_succeed: bool = True) -> Sent:
+    def send(
+        self, *, to: str | None, data: str = "0x", value: int = 0, must_succeed: bool = True, gas: int = GAS
+    ) -> Sent:
         """Sign, send, and return once mined (anvil mines each transaction at once); fails if it reverted."""
-        tx_hash, raw = self.sign(to=to, data=data, value=value)
+        tx_hash, raw = self.sign(to=to, data=data, value=value, gas=gas)
         assert rpc(self.url, "eth_sendRawTransaction", [raw]).lower() == tx_hash.lower()
         receipt = wait_for_receipt(self.url, tx_hash)
         assert int(receipt["status"], 16) == 1 or not must_succeed, f"{tx_hash} reverted"

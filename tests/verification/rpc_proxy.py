@@ -27,6 +27,7 @@ class RpcProxy:
         self.head_shift = 0  # added to the latest block this provider reports (negative: it lags behind)
         self.drop_receipts: set[str] = set()  # tx hashes whose receipt it answers with null
         self.delay = delay  # seconds before each answer: a healthy but distant provider
+        self.trace_value_factor = 1  # call traces show every value multiplied by this: a tracer that lies
         # While `hold` is set, a request for a receipt waits until `release` is set: a real slow point.
         self.hold, self.release, self.receipt_requested = threading.Event(), threading.Event(), threading.Event()
         self.requests = 0
@@ -108,6 +109,8 @@ class RpcProxy:
                 return {**answer, "result": None}
             if lagging is not None and int(result["blockNumber"], 16) > lagging:
                 return {**answer, "result": None}
+        if method in ("debug_traceTransaction", "debug_traceBlockByNumber") and self.trace_value_factor != 1:
+            return {**answer, "result": _scaled_values(result, self.trace_value_factor)}
         if self.head_shift > 0 and result is not None:  # a node that claims blocks the chain does not have
             if method == "eth_blockNumber":
                 return {**answer, "result": hex(int(result, 16) + self.head_shift)}
@@ -122,3 +125,15 @@ def _call(method: str, params: list) -> dict:
 
 def _latest_as(call: dict, number: str) -> dict:
     return {**call, "params": [number if param == "latest" else param for param in call.get("params") or []]}
+
+
+def _scaled_values(trace, factor: int):
+    """A call trace (or a block's list of them) with every frame's value multiplied by `factor`."""
+    if isinstance(trace, list):
+        return [_scaled_values(item, factor) for item in trace]
+    if not isinstance(trace, dict):
+        return trace
+    scaled = {key: _scaled_values(value, factor) for key, value in trace.items()}
+    if isinstance(trace.get("value"), str) and trace["value"].startswith("0x"):
+        scaled["value"] = hex(int(trace["value"], 16) * factor)
+    return scaled
