@@ -8,6 +8,7 @@ from django.utils.html import format_html
 from config.admin_base import ReadOnlyInline, reason_asked
 from payments.models import Asset, Credit, Network, Notice, PaymentEvent, PaymentRequest, Rate
 from payments.networks import rpc_env_name, rpc_urls
+from payments.refunds_due import refunds_due_text
 from payments.review import Decision, ReviewError, payment_review_decide
 
 
@@ -47,7 +48,9 @@ class CreditInline(ReadOnlyInline):
         "transaction",
         "network",
         "asset",
+        "token_contract",
         "kind",
+        "after_settlement",
         "amount_base_units",
         "sender",
         "block_number",
@@ -94,7 +97,7 @@ class PaymentRequestAdmin(admin.ModelAdmin):
         "amount_base_units",
         "received_base_units",
         "confirmations",
-        "refund_due_base_units",
+        "refunds",
         "expires_at",
     ]
     list_filter = ["status", "asset__network"]
@@ -112,6 +115,10 @@ class PaymentRequestAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+    @admin.display(description="refunds due")
+    def refunds(self, payment: PaymentRequest) -> str:
+        return refunds_due_text(payment.refunds_due) if payment.refunds_due else "-"
 
     def has_review_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.review_payment")

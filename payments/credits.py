@@ -34,7 +34,7 @@ class Transfer:
     """A transfer to a watched address, decoded from a log or a transaction."""
 
     network: Network
-    asset: Asset
+    asset: Asset | None  # None: a token the shop does not sell on this network
     tx_hash: str
     log_index: int
     block_number: int
@@ -43,13 +43,14 @@ class Transfer:
     sender: str
     recipient: str
     amount: int
+    token: str = ""  # the token's contract, lower case; empty for the native coin
     raw: dict = field(default_factory=dict, compare=False)  # the log or transaction, for reviewers
 
 
 def credit_kind(payment: PaymentRequest, transfer: Transfer) -> str:
     if transfer.network.chain_id != payment.chain_id:
         return CreditKind.WRONG_NETWORK
-    if transfer.asset.pk != payment.asset_id:
+    if transfer.asset is None or transfer.asset.pk != payment.asset_id:
         return CreditKind.WRONG_ASSET
     if dt.datetime.fromtimestamp(transfer.block_timestamp, tz=dt.UTC) > payment.expires_at:
         return CreditKind.LATE
@@ -72,6 +73,7 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
         "payment": payment,
         "network": transfer.network,
         "asset": transfer.asset,
+        "token_contract": transfer.token,
         "block_number": transfer.block_number,
         "block_hash": transfer.block_hash,
         "block_timestamp": dt.datetime.fromtimestamp(transfer.block_timestamp, tz=dt.UTC),
@@ -83,6 +85,12 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
     key = {"chain_id": transfer.network.chain_id, "tx_hash": transfer.tx_hash.lower(), "log_index": transfer.log_index}
     try:
         with transaction.atomic():
+            # The payment's row lock orders this against its settlement (payments/settle.py): a transfer
+            # stored once the payment is settled is recorded, never counted.
+            settled_at = (
+                PaymentRequest.objects.select_for_update().filter(pk=payment.pk).values_list("settled_at", flat=True)
+            ).first()
+            values["after_settlement"] = settled_at is not None
             credit, created = Credit.objects.select_for_update().get_or_create(**key, defaults=values)
             if created:
                 log.info("credit %s:%s for %s", transfer.tx_hash, transfer.log_index, payment.order_id)
@@ -93,6 +101,7 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
                 return None
             if credit.removed_at is not None or credit.block_hash != transfer.block_hash:
                 # The same transfer, seen again after a reorg (re-mined in another block).
+                values.pop("after_settlement")  # it keeps the standing it had when first stored
                 for name, value in values.items():
                     setattr(credit, name, value)
                 credit.removed_at = None
@@ -141,4 +150,5 @@ def _as_transfer(credit: Credit, block: dict) -> Transfer:
         sender=credit.sender,
         recipient=credit.payment.address.lower(),
         amount=int(credit.amount_base_units),
+        token=credit.token_contract,
     )

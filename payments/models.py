@@ -140,8 +140,14 @@ class PaymentRequest(models.Model):
     status = models.CharField(max_length=16, choices=PaymentStatus.choices, default=PaymentStatus.PENDING)
     received_base_units = BaseUnitsField(default=0)
     confirmations = models.PositiveIntegerField(default=0)
-    refund_due_base_units = BaseUnitsField(default=0, help_text="What must be sent back.")
+    # What must be sent back, per asset it arrived in (payments/refunds_due.py): a list of
+    # {"network", "chain_id", "asset", "contract", "decimals", "base_units"}; never one sum across assets.
+    refunds_due = models.JSONField(default=list, blank=True)
     refund_decided_at = models.DateTimeField(null=True, blank=True)
+    # When the payment became confirmed (or a reviewer accepted it): money that arrives later never
+    # changes its status or its order's (anyone can send dust to a public address); cleared by a reorg
+    # that takes the settling money away.
+    settled_at = models.DateTimeField(null=True, blank=True)
     # Set when a reviewer accepts or rejects: automatic settlement then only refreshes the figures.
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.CharField(max_length=150, blank=True)
@@ -221,7 +227,9 @@ class Credit(models.Model):
 
     payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="credits")
     network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="credits")
-    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="credits")
+    # Null for a token the shop does not sell on that network (always a wrong asset): `token_contract` names it.
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="credits", null=True, blank=True)
+    token_contract = models.CharField(max_length=42, blank=True, help_text="The token's contract; empty for the coin.")
     chain_id = models.PositiveBigIntegerField()
     tx_hash = models.CharField(max_length=66)
     log_index = models.IntegerField(help_text="-1 for a native-coin transfer (no log).")
@@ -233,6 +241,9 @@ class Credit(models.Model):
     kind = models.CharField(max_length=16, choices=CreditKind.choices)
     confirmations = models.PositiveIntegerField(default=0)
     final = models.BooleanField(default=False)
+    after_settlement = models.BooleanField(
+        default=False, help_text="Arrived once the payment was settled: recorded and refundable, never counted."
+    )
     removed_at = models.DateTimeField(null=True, blank=True)
     removed_reason = models.CharField(max_length=300, blank=True)
     evidence = models.JSONField(default=dict, blank=True, help_text="The log or transaction as the node returned it.")
@@ -250,7 +261,8 @@ class Credit(models.Model):
 
     @property
     def counted(self) -> bool:
-        return self.removed_at is None
+        """Part of what pays the order: on the chain, and not money that arrived after it was settled."""
+        return self.removed_at is None and not self.after_settlement
 
 
 class ScanCursor(models.Model):

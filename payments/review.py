@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from payments.models import PaymentRequest, PaymentStatus
+from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
 from payments.settle import payment_transition
 from shop import capacity
 from shop.orders import OrderInputError, OrderPaymentOutcome, order_payment_outcome
@@ -34,14 +35,17 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
         # Lock order: nodes (an accepted order may need its lots held again), payment, order.
         capacity.lock_sellable_nodes()
         payment = PaymentRequest.objects.select_for_update().get(pk=payment_id)
-        received = int(payment.received_base_units) + _exception_amount(payment)
+        credits = list(payment.credits.filter(removed_at__isnull=True).select_related("network", "asset"))
+        money = {"payment": payment, "credits": credits}
         if decision == Decision.ACCEPT:
-            if received <= 0:
+            if not credits:
                 raise ReviewError("Nothing arrived at this address: there is nothing to accept.")
             if payment.status in (P.CONFIRMED, P.REJECTED):
                 raise ReviewError(f"The payment is already {payment.status}.")
-            payment.reviewed_at, payment.reviewed_by = now, reviewer
-            payment.save(update_fields=["reviewed_at", "reviewed_by"])
+            payment.reviewed_at, payment.reviewed_by, payment.settled_at = now, reviewer, now
+            if payment.refund_decided_at is None:
+                payment.refunds_due = []  # what is on the address now is accepted; later money is due back
+            payment.save(update_fields=["reviewed_at", "reviewed_by", "settled_at"])
             payment_transition(payment=payment, to=P.CONFIRMED, actor=actor, reason=reason, now=now)
             try:
                 order_payment_outcome(
@@ -58,8 +62,8 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
             if payment.status == P.REJECTED:
                 raise ReviewError("The payment is already rejected.")
             payment.reviewed_at, payment.reviewed_by = now, reviewer
-            payment.refund_due_base_units = received
-            payment.save(update_fields=["reviewed_at", "reviewed_by", "refund_due_base_units"])
+            payment.refunds_due, payment.refund_decided_at = refunds_due_compute(**money, scope=ALL), now
+            payment.save(update_fields=["reviewed_at", "reviewed_by", "refunds_due", "refund_decided_at"])
             payment_transition(payment=payment, to=P.REJECTED, actor=actor, reason=reason, now=now)
             order_payment_outcome(
                 order_id=payment.order_id,
@@ -69,27 +73,19 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
                 now=now,
             )
         elif decision == Decision.REFUND:
-            excess = received - int(payment.amount_base_units)
-            payment.refund_due_base_units = excess if excess > 0 and payment.status != P.REJECTED else received
-            payment.refund_decided_at = now
-            payment.save(update_fields=["refund_due_base_units", "refund_decided_at"])
+            # What the order does not need (an excess, stray money), or all of it when it needs none of it.
+            due = refunds_due_compute(**money, scope=UNNEEDED)
+            if payment.status == P.REJECTED or not due:
+                due = refunds_due_compute(**money, scope=ALL)
+            payment.refunds_due, payment.refund_decided_at = due, now
+            payment.save(update_fields=["refunds_due", "refund_decided_at"])
             payment_transition(
                 payment=payment,
                 to=payment.status,
                 actor=actor,
-                reason=f"marked for refund of {payment.refund_due_base_units} base units: {reason}",
+                reason=f"marked for refund of {refunds_due_text(due)}: {reason}",
                 now=now,
             )
         else:
             raise ReviewError(f"Unknown decision {decision!r}.")
     return payment
-
-
-def _exception_amount(payment: PaymentRequest) -> int:
-    """Money that arrived but is not in `received` (late, wrong network or token): it counts on accept."""
-    from payments.models import CreditKind
-
-    return sum(
-        int(credit.amount_base_units)
-        for credit in payment.credits.filter(removed_at__isnull=True).exclude(kind=CreditKind.MATCH)
-    )

@@ -148,9 +148,7 @@ def _scan_new_blocks(network, client, cursor, head, watched, report) -> None:
         if start > head.number:
             break
         end = min(start + network.max_block_range - 1, head.number)
-        transfers: list[Transfer] = []
-        if tokens:
-            transfers += _token_transfers(network, client, tokens, topics, start, end, by_address, report)
+        transfers = _token_transfers(network, client, tokens, topics, start, end, by_address, report)
         if native is not None:  # any watched address: coin sent to a token order's address goes to review
             transfers += top_level_transfers(
                 network=network, client=client, asset=native, start=start, end=end, addresses=set(by_address)
@@ -178,18 +176,13 @@ def _record(by_address: dict, transfer: Transfer, report: PassReport) -> None:
 
 
 def _token_transfers(network, client, tokens, topics, start, end, by_address, report) -> list[Transfer]:
+    """Every ERC-20 Transfer to a watched address, from any contract: a token the shop does not sell (USDC.e,
+    USDT0, anything) is recorded too, and goes to a reviewer as a wrong asset."""
     transfers = []
     for topic_chunk in chunks(topics, ADDRESSES_PER_LOGS_CALL):
         logs = client.call(
             "eth_getLogs",
-            [
-                {
-                    "fromBlock": hex(start),
-                    "toBlock": hex(end),
-                    "address": list(tokens),
-                    "topics": [TRANSFER_TOPIC, None, topic_chunk],
-                }
-            ],
+            [{"fromBlock": hex(start), "toBlock": hex(end), "topics": [TRANSFER_TOPIC, None, topic_chunk]}],
         )
         report.logs += len(logs)
         missing_times = {log["blockNumber"] for log in logs if "blockTimestamp" not in log}
@@ -203,7 +196,8 @@ def _token_transfers(network, client, tokens, topics, start, end, by_address, re
             transfers.append(
                 Transfer(
                     network=network,
-                    asset=tokens[entry["address"].lower()],
+                    asset=tokens.get(entry["address"].lower()),
+                    token=entry["address"].lower(),
                     tx_hash=entry["transactionHash"],
                     log_index=int(entry["logIndex"], 16),
                     block_number=int(entry["blockNumber"], 16),

@@ -10,6 +10,9 @@
 | any after the deadline                    | late          | needs_review   |
 | any on another network or in another token| wrong_network | needs_review   |
 A reviewer's decision (accepted or rejected) is final: later passes only update the figures.
+Once settled (confirmed, overpaid, or accepted by a reviewer), money that arrives later never changes the
+payment's status or its order's: anyone can send dust or a stray token to a public address. It is recorded
+(`Credit.after_settlement`) and due for refund; only a reorg that takes the settling money away re-opens it.
 A reorg deeper than the confirmations that changes money already final never moves the order back to
 awaiting payment by itself (access may be given already): the order goes to needs_review, or keeps its
 status with an event row where it is being prepared or active (payment_settle_after_deep_reorg).
@@ -24,6 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from payments.models import CreditKind, PaymentEvent, PaymentRequest, PaymentStatus
+from payments.refunds_due import AFTER_SETTLEMENT, UNNEEDED, refunds_due_compute
 from shop.orders import OrderPaymentOutcome, order_payment_outcome
 from shop.outbox import email_enqueue
 
@@ -61,7 +65,7 @@ REASONS = {
 
 def payment_status_for(payment: PaymentRequest, credits: list) -> tuple[str, int, int]:
     """(status, received base units, confirmations of the least confirmed matching credit)."""
-    counted = [credit for credit in credits if credit.removed_at is None]
+    counted = [credit for credit in credits if credit.counted]
     matching = [credit for credit in counted if credit.kind == CreditKind.MATCH]
     received = sum(int(credit.amount_base_units) for credit in matching)
     final = sum(int(credit.amount_base_units) for credit in matching if credit.final)
@@ -89,13 +93,48 @@ def _reason(status: str, credits: list) -> str:
     return REASONS[status]
 
 
+SETTLED = (P.CONFIRMED, P.OVERPAID)
+FIGURES = ["received_base_units", "confirmations", "refunds_due", "settled_at"]
+
+
 def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: str, now: dt.datetime) -> None:
     """Save the new status and write its event row. The caller holds the payment's row lock."""
     PaymentEvent.objects.create(
         payment=payment, created_at=now, from_status=payment.status, to_status=to, actor=actor, reason=reason
     )
     payment.status = to
-    payment.save(update_fields=["status", "received_base_units", "confirmations", "refund_due_base_units"])
+    payment.save(update_fields=["status", *FIGURES])
+
+
+def _figures_from_credits(payment: PaymentRequest, credits: list, now: dt.datetime) -> str:
+    """The status the credits call for, with the payment's figures set (not saved). The caller holds the lock.
+
+    A payment that stops being settled (a reorg took its money) counts again what arrived after settlement."""
+    status, received, confirmations = payment_status_for(payment, credits)
+    reviewed = payment.reviewed_at is not None
+    if payment.settled_at is not None and status not in SETTLED and not reviewed:
+        if any(credit.after_settlement for credit in credits):
+            payment.credits.filter(after_settlement=True).update(after_settlement=False)
+            for credit in credits:
+                credit.after_settlement = False
+            status, received, confirmations = payment_status_for(payment, credits)
+        payment.settled_at = None
+    elif payment.settled_at is None and (status in SETTLED or reviewed):
+        payment.settled_at = now
+    payment.received_base_units = received
+    payment.confirmations = confirmations
+    if payment.refund_decided_at is None:  # until a reviewer decides, what is due back follows the chain
+        scope = AFTER_SETTLEMENT if reviewed else UNNEEDED
+        settled = payment.settled_at is not None
+        payment.refunds_due = refunds_due_compute(payment=payment, credits=credits, scope=scope) if settled else []
+    return status
+
+
+def _review_lapse_if_money_gone(payment: PaymentRequest, credits: list) -> None:
+    """What a reviewer accepted was taken away by a reorg: the decision no longer holds."""
+    if payment.reviewed_at is not None and payment.status == P.CONFIRMED and not any(c.counted for c in credits):
+        payment.reviewed_at, payment.reviewed_by = None, ""
+        payment.save(update_fields=["reviewed_at", "reviewed_by"])
 
 
 def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | None:
@@ -105,24 +144,13 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
         payment = PaymentRequest.objects.select_for_update().filter(pk=payment_id).first()
         if payment is None:
             return None
-        credits = list(payment.credits.all())
-        status, received, confirmations = payment_status_for(payment, credits)
-        payment.received_base_units = received
-        payment.confirmations = confirmations
-        counted = [credit for credit in credits if credit.removed_at is None]
-        if payment.reviewed_at is not None:
-            if counted or payment.status != P.CONFIRMED:
-                # A reviewer settled this payment: keep their decision, refresh the figures only.
-                payment.save(update_fields=["received_base_units", "confirmations"])
-                return payment.status
-            # What the reviewer accepted was taken away by a reorg: the decision no longer holds.
-            payment.reviewed_at, payment.reviewed_by = None, ""
-            payment.save(update_fields=["reviewed_at", "reviewed_by"])
-        if status == P.OVERPAID and payment.refund_decided_at is None:
-            payment.refund_due_base_units = received - int(payment.amount_base_units)
-        if status == payment.status:
-            payment.save(update_fields=["received_base_units", "confirmations", "refund_due_base_units"])
-            return status
+        credits = list(payment.credits.select_related("network", "asset"))
+        _review_lapse_if_money_gone(payment, credits)
+        status = _figures_from_credits(payment, credits, now)
+        if payment.reviewed_at is not None or status == payment.status:
+            # A reviewer's decision stands (the figures are refreshed), or nothing moved.
+            payment.save(update_fields=FIGURES)
+            return payment.status
         reason = _reason(status, credits)
         payment_transition(payment=payment, to=status, actor="system", reason=reason, now=now)
         order_payment_outcome(
@@ -142,15 +170,13 @@ def payment_settle_after_deep_reorg(*, payment_id: int, reason: str, now: dt.dat
         payment = PaymentRequest.objects.select_for_update().filter(pk=payment_id).first()
         if payment is None:
             return None
-        status, received, confirmations = payment_status_for(payment, list(payment.credits.all()))
-        payment.received_base_units = received
-        payment.confirmations = confirmations
-        if payment.status == P.REJECTED:
-            status = P.REJECTED  # refused already: the figures change, the decision stands
-        else:
+        if payment.status != P.REJECTED:
             # What a reviewer may have accepted is no longer what the chain shows.
             payment.reviewed_at, payment.reviewed_by = None, ""
             payment.save(update_fields=["reviewed_at", "reviewed_by"])
+        status = _figures_from_credits(payment, list(payment.credits.select_related("network", "asset")), now)
+        if payment.status == P.REJECTED:
+            status = P.REJECTED  # refused already: the figures change, the decision stands
         payment_transition(payment=payment, to=status, actor="system", reason=f"{reason}; a reviewer decides", now=now)
         if status != P.REJECTED:
             order_payment_outcome(

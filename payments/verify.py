@@ -35,14 +35,11 @@ def transfers_in_tx(*, network: Network, payment: PaymentRequest, tx_hash: str) 
         topics = entry["topics"]
         if len(topics) != 3 or topics[0] != TRANSFER_TOPIC or topics[2].lower() != address_topic(recipient):
             continue
-        asset = tokens.get(entry["address"].lower())
-        if asset is None:
-            log.warning("transfer of unknown token %s to %s in %s", entry["address"], recipient, tx_hash)
-            continue
         transfers.append(
             Transfer(
                 network=network,
-                asset=asset,
+                asset=tokens.get(entry["address"].lower()),  # None: a token the shop does not sell
+                token=entry["address"].lower(),
                 tx_hash=tx_hash,
                 log_index=int(entry["logIndex"], 16),
                 block_number=int(receipt["blockNumber"], 16),
@@ -64,7 +61,7 @@ def transfers_in_tx(*, network: Network, payment: PaymentRequest, tx_hash: str) 
             network=network, client=client, asset=native, block=block, tx_hash=tx_hash, recipient=recipient
         )
     if not transfers:
-        return [], f"found on {network.name}, but it pays another address or an unknown token"
+        return [], f"found on {network.name}, but it pays another address"
     return transfers, f"found on {network.name} in block {int(receipt['blockNumber'], 16)}"
 
 

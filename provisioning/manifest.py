@@ -53,7 +53,8 @@ def manifest_verify(body: dict[str, Any], signature_b64: str, public_b64: str) -
 
 def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> dict[str, Any]:
     payment: PaymentRequest = order.payment
-    credits = payment.credits.filter(removed_at__isnull=True).order_by("block_number", "log_index")
+    paying = payment.credits.filter(removed_at__isnull=True, after_settlement=False)
+    credits = paying.order_by("block_number", "log_index")
     by_node = {grant.node_id: grant for grant in grants}
     return {
         "manifest_version": 1,

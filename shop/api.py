@@ -147,6 +147,16 @@ class OrderInput(serializers.Serializer):
         return attrs
 
 
+class RefundDueOutput(serializers.Serializer):
+    network = serializers.CharField()
+    chain_id = serializers.IntegerField()
+    asset = serializers.CharField(allow_null=True, help_text="Null: a token the shop does not sell")
+    contract = serializers.CharField(allow_null=True, help_text="Null for the native coin")
+    decimals = serializers.IntegerField(allow_null=True)
+    base_units = serializers.CharField(help_text="Integer string in the asset's own base units")
+    amount = serializers.CharField(allow_null=True, help_text="Decimal string in whole units, when decimals are known")
+
+
 class PaymentOutput(serializers.Serializer):
     network = serializers.CharField()
     chain_id = serializers.IntegerField()
@@ -162,6 +172,7 @@ class PaymentOutput(serializers.Serializer):
     confirmations = serializers.IntegerField()
     confirmations_required = serializers.IntegerField()
     tx_hashes = serializers.ListField(child=serializers.CharField())
+    refunds_due = RefundDueOutput(many=True, help_text="What is due back, one entry per asset it arrived in")
 
 
 class OrderOutput(serializers.Serializer):

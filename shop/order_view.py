@@ -46,11 +46,17 @@ def payment_representation(order: Order) -> dict[str, Any]:
         "missing": format_units(
             max(0, int(payment.amount_base_units) - int(payment.received_base_units)), payment.decimals
         ),
-        "refund_due": format_units(payment.refund_due_base_units, payment.decimals),
-        "tx_hashes": sorted({credit.tx_hash for credit in payment.credits.all() if credit.removed_at is None}),
+        "refunds_due": [_refund_due(entry) for entry in payment.refunds_due],
+        "tx_hashes": sorted({credit.tx_hash for credit in payment.credits.all() if credit.counted}),
         "notices": _notices_count(order),
         "watching": payment.status in LIVE_PAYMENT_STATUSES,
     }
+
+
+def _refund_due(entry: dict) -> dict[str, Any]:
+    """An amount due back in one asset; a token the shop does not sell has no known decimals."""
+    known = entry["decimals"] is not None
+    return {**entry, "amount": format_units(int(entry["base_units"]), entry["decimals"]) if known else None}
 
 
 def _notices_count(order: Order) -> int:
