@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from django.utils.functional import lazy
+
 from payments.models import PaymentRequest
+from payments.networks import finality_description
 from shop.models import Order
 from shop.outbox import email_context
 
 
 @email_context("payment_detected", "payment_confirmed", "payment_attention")
 def payment_email_context(order: Order, params: dict) -> dict:
-    return {"payment": PaymentRequest.objects.select_related("asset__network").get(pk=params["payment_id"])}
+    payment = PaymentRequest.objects.select_related("asset__network").get(pk=params["payment_id"])
+    # Lazy: rendered in the customer's language, which the outbox activates only to render.
+    return {"payment": payment, "finality": lazy(finality_description, str)(payment.asset.network)}

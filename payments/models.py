@@ -15,11 +15,30 @@ from payments.fields import BaseUnitsField, format_units
 address_validator = RegexValidator(r"^0x[0-9a-fA-F]{40}$", "An EVM address is 0x followed by 40 hex digits.")
 
 
+class Finality(models.TextChoices):
+    """When a block counts as final on a network: one rule per chain, chosen for how the chain finalizes."""
+
+    BLOCKS = "blocks", _("after N confirmations (blocks:N)")  # chains without a finality tag worth more
+    SAFE = "safe", _("at the safe block")  # an L2 rollup: its batch is on L1
+    FINALIZED = "finalized", _("at the finalized block")  # Ethereum's own finality, chains with fast finality
+
+
 class Network(models.Model):
     slug = models.SlugField(unique=True, help_text="CHAIN_RPC_URLS_<SLUG> configures its RPC URLs.")
     name = models.CharField(max_length=100)
     chain_id = models.PositiveBigIntegerField(unique=True)
-    confirmations_required = models.PositiveSmallIntegerField(default=12)
+    finality = models.CharField(
+        max_length=16,
+        choices=Finality.choices,
+        default=Finality.FINALIZED,
+        help_text="blocks:N counts confirmations_required blocks; safe and finalized wait for the node's tag.",
+    )
+    confirmations_required = models.PositiveSmallIntegerField(
+        default=12, help_text="N of blocks:N; with every rule, how many recent blocks each pass reads again."
+    )
+    finality_wait_seconds = models.PositiveIntegerField(
+        default=900, help_text="About how long a transfer takes to become final: shown to the customer."
+    )
     explorer_tx_url = models.CharField(
         max_length=200, blank=True, help_text="With {tx} where the transaction hash goes."
     )
@@ -27,7 +46,6 @@ class Network(models.Model):
     enabled = models.BooleanField(default=True)
     position = models.PositiveSmallIntegerField(default=0)
     # Verification policy, as data.
-    use_safe_tag = models.BooleanField(default=True, help_text="A block at or below the `safe` tag is final.")
     max_head_age_seconds = models.PositiveIntegerField(
         default=180, help_text="A head older than this counts as down (0: no check, for a chain idle between txs)."
     )
@@ -45,6 +63,16 @@ class Network(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def finality_rule(self) -> str:
+        """`blocks:12`, `safe` or `finalized`, as operators write it."""
+        return f"blocks:{self.confirmations_required}" if self.finality == Finality.BLOCKS else self.finality
+
+    @property
+    def finality_tag(self) -> str | None:
+        """The block tag whose block, and every block below it, is final; None under blocks:N."""
+        return None if self.finality == Finality.BLOCKS else self.finality
 
 
 class Asset(models.Model):
@@ -94,7 +122,7 @@ class Rate(models.Model):
 class PaymentStatus(models.TextChoices):
     PENDING = "pending", _("Waiting for the transfer")  # nothing seen yet
     DETECTED = "detected", _("Detected, waiting for confirmations")  # seen at latest
-    CONFIRMED = "confirmed", _("Confirmed")  # final enough: safe tag or N confirmations
+    CONFIRMED = "confirmed", _("Confirmed")  # final by its network's rule: blocks:N, safe or finalized
     UNDERPAID = "underpaid", _("Underpaid")  # less than the quote arrived; top-up completes it
     OVERPAID = "overpaid", _("Overpaid")  # more arrived; the excess awaits a refund decision
     LATE = "late", _("Paid after the deadline")  # arrived after the window; a reviewer decides

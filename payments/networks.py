@@ -9,8 +9,10 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
-from payments.models import Asset, Network, Rate
+from payments.models import Asset, Finality, Network, Rate
 from payments.quotes import fresh_rate_cutoff
 from payments.rpc import RpcClient
 
@@ -64,3 +66,31 @@ def network_health_record(*, network: Network, ok: bool, error: str = "", head: 
         setattr(network, name, value)
     if flipped:  # an update() sends no post_save: the cached catalog (shop.catalog) listens to this instead
         network_health_changed.send(sender=Network, network=network)
+
+
+def _about(seconds: int) -> str:
+    if seconds < 120:
+        return ngettext("%(count)s second", "%(count)s seconds", seconds) % {"count": seconds}
+    minutes = round(seconds / 60)
+    return ngettext("%(count)s minute", "%(count)s minutes", minutes) % {"count": minutes}
+
+
+def finality_description(network: Network) -> str:
+    """When a transfer on this network counts, and about how long that takes: shown before and after paying."""
+    values = {"network": network.name, "wait": _about(network.finality_wait_seconds)}
+    if network.finality == Finality.SAFE:
+        return (
+            _(
+                "On %(network)s a transfer counts once its batch is recorded on the parent chain "
+                "(its safe block): about %(wait)s."
+            )
+            % values
+        )
+    if network.finality == Finality.FINALIZED:
+        return _("On %(network)s a transfer counts once the network has finalized its block: about %(wait)s.") % values
+    count = network.confirmations_required
+    return ngettext(
+        "On %(network)s a transfer counts after %(count)s confirmation: about %(wait)s.",
+        "On %(network)s a transfer counts after %(count)s confirmations: about %(wait)s.",
+        count,
+    ) % {**values, "count": count}

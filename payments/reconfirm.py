@@ -1,7 +1,8 @@
 """Re-checking credits against the chain: confirmations, reorgs, and what needs two providers to agree.
 
-- A credit not yet final has its receipt fetched each pass; it becomes final at the network's
-  confirmations (or at the `safe` tag), counted from the head the providers agree on (payments/scan.py).
+- A credit not yet final has its receipt fetched each pass; it becomes final by the network's rule: blocks:N
+  (N confirmations counted from the head the providers agree on), or at or below its `safe` or `finalized`
+  block (payments/scan.py). A tag never merely shortens an N-block wait: each network has one rule.
 - A final credit stays watched for PAYMENT_REORG_WATCH_HOURS (while its payment's address is watched):
   a reorg deeper than the confirmations must not go unnoticed. That costs one block read per pass, the
   block of the highest such credit: a block hash commits to every block below it, so the receipts of
@@ -62,7 +63,7 @@ def final_credits_watched(network: Network, now: dt.datetime) -> list[Credit]:
 
 
 def credits_reconfirm(
-    *, network: Network, client: RpcClient, head: int, safe: int | None, now: dt.datetime
+    *, network: Network, client: RpcClient, head: int, final: int | None, now: dt.datetime
 ) -> Reconfirmed:
     """One pass over the network's credits: at most three requests when nothing changed on the chain."""
     result = Reconfirmed()
@@ -93,7 +94,7 @@ def credits_reconfirm(
     for credit in pending:
         result.payments.add(credit.payment_id)
         if receipt_state(credit, receipts[credit.pk]) == OK:
-            _confirmations_update(network, credit, head, safe)
+            _confirmations_update(network, credit, head, final)
     for credit in suspects:
         receipt = receipts[credit.pk]
         if credit.pk not in agreed:
@@ -132,9 +133,12 @@ def _second_opinion(client: RpcClient, suspects: list[Credit]) -> tuple[set[int]
     return agreed, client.last_url
 
 
-def _confirmations_update(network: Network, credit: Credit, head: int, safe: int | None) -> None:
+def _confirmations_update(network: Network, credit: Credit, head: int, final_block: int | None) -> None:
     confirmations = head - credit.block_number + 1
-    final = confirmations >= network.confirmations_required or (safe is not None and credit.block_number <= safe)
+    if network.finality_tag is None:
+        final = confirmations >= network.confirmations_required
+    else:
+        final = final_block is not None and credit.block_number <= final_block
     Credit.objects.filter(pk=credit.pk).update(confirmations=max(confirmations, 0), final=final)
 
 
@@ -144,7 +148,9 @@ def _reorg_reason(network: Network, credit: Credit, receipt: dict | None, head: 
         if receipt_state(credit, receipt) == GONE:
             return f"reorg: the transaction vanished from the chain (head {head})"
         return f"reorg: block {credit.block_number} was replaced"
-    prefix = f"reorg deeper than {network.confirmations_required} confirmations: tx {credit.tx_hash} {where}"
+    tag = network.finality_tag
+    depth = f"the {tag} block" if tag else f"{network.confirmations_required} confirmations"
+    prefix = f"reorg deeper than {depth}: tx {credit.tx_hash} {where}"
     if receipt_state(credit, receipt) == GONE:
         return f"{prefix} vanished from the chain (head {head})"
     return f"{prefix} was replaced; the transaction is now in block {int(receipt['blockNumber'], 16)}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from django.db.models import Min
@@ -33,7 +33,7 @@ MAX_RANGES_PER_PASS = 50  # a pass after a long outage stops here; the next one 
 class PassReport:
     network: str
     head: int = 0
-    safe: int | None = None
+    final: int | None = None  # the network's `safe` or `finalized` block, by its rule
     from_block: int = 0
     to_block: int = -1
     logs: int = 0
@@ -45,34 +45,45 @@ class PassReport:
 
     def __str__(self) -> str:
         return (
-            f"{self.network}: blocks {self.from_block}-{self.to_block} (head {self.head}, safe {self.safe}), "
+            f"{self.network}: blocks {self.from_block}-{self.to_block} (head {self.head}, final {self.final}), "
             f"{self.logs} logs, {self.credited} credited, {self.removed} removed, {self.disputed} disputed, "
             f"{len(self.deep_reorgs)} deep reorgs, {len(self.payments)} settled"
         )
 
 
 def agreed_head(network: Network, client: RpcClient) -> tuple[Head, int | None]:
-    """The head (and `safe` block) to count confirmations from. With two or more RPC URLs, a second
-    provider is asked too and the lower of the two is used: a provider that runs ahead of the others (a
-    fork, a lie) cannot confirm a payment on its own word. Only one provider answering is trusted alone,
-    as a lone configured URL is."""
+    """The head to count confirmations from, and the final block of the network's rule (its `safe` or
+    `finalized` block; None under blocks:N). With two or more RPC URLs, a second provider is asked too and
+    the lower of each is used: a provider that runs ahead of the others (a fork, a lie) cannot confirm a
+    payment on its own word. Only one provider answering is trusted alone, as a lone configured URL is."""
     head = client.head()
     first = client.last_url
-    safe = client.tagged_block_number("safe") if network.use_safe_tag else None
+    final = _final_block(network, client)
     if not client.can_cross_check:
-        return head, safe
+        return head, final
     elsewhere = {first} if first else set()
     try:
         other = client.head(avoid=elsewhere)
-        other_safe = client.tagged_block_number("safe", avoid=elsewhere) if network.use_safe_tag else None
+        other_final = _final_block(network, client, avoid=elsewhere)
     except RpcUnavailable as exc:
         log.warning("%s: one RPC provider answered, no second one to check its head: %s", network.slug, exc)
-        return head, safe
+        return head, final
     if other.number < head.number:
         log.info("%s: providers' heads differ (%d, %d): the lower counts", network.slug, head.number, other.number)
         head = other
-    safe = None if safe is None or other_safe is None else min(safe, other_safe)
-    return head, safe
+    return head, None if final is None else min(final, other_final)
+
+
+def _final_block(network: Network, client: RpcClient, avoid: Collection[str] = ()) -> int | None:
+    """The number of the block the network's rule calls final. A provider that does not serve the tag the rule
+    needs cannot verify this network: that is an outage, not a reason to wait forever."""
+    tag = network.finality_tag
+    if tag is None:
+        return None
+    number = client.tagged_block_number(tag, avoid=avoid)
+    if number is None:
+        raise RpcUnavailable(f"the RPC does not serve the `{tag}` block this network's finality rule needs")
+    return number
 
 
 def watched_payments(now: dt.datetime) -> list[PaymentRequest]:
@@ -104,7 +115,7 @@ def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.d
     client = client or rpc_client(network)
     report = PassReport(network=network.slug)
     try:
-        head, safe = agreed_head(network, client)
+        head, final = agreed_head(network, client)
         chain_id = client.chain_id()
     except RpcUnavailable as exc:
         network_health_record(network=network, ok=False, error=str(exc))
@@ -115,13 +126,13 @@ def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.d
         raise RpcUnavailable(error)
     network_health_record(network=network, ok=True, head=head.number)
     report.head = head.number
-    report.safe = safe
+    report.final = final
 
     watched = watched_payments(now)
     cursor = _cursor(network, head, watched)
     if watched:
         _scan_new_blocks(network, client, cursor, head, watched, report)
-    checked = credits_reconfirm(network=network, client=client, head=head.number, safe=safe, now=now)
+    checked = credits_reconfirm(network=network, client=client, head=head.number, final=final, now=now)
     report.payments |= checked.payments
     report.removed += checked.removed
     report.disputed += checked.disputed

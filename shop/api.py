@@ -61,6 +61,8 @@ class CatalogOutput(serializers.Serializer):
         slug = serializers.SlugField()
         name = serializers.CharField()
         chain_id = serializers.IntegerField()
+        finality = serializers.CharField(source="finality_rule", help_text="blocks:N, safe or finalized")
+        finality_wait_seconds = serializers.IntegerField(help_text="About how long until a transfer is final")
         confirmations_required = serializers.IntegerField()
         assets = AssetOut(many=True, source="offered_assets")
 
@@ -170,7 +172,9 @@ class PaymentOutput(serializers.Serializer):
     status = serializers.CharField()
     received_base_units = serializers.CharField()
     confirmations = serializers.IntegerField()
-    confirmations_required = serializers.IntegerField()
+    confirmations_required = serializers.IntegerField(allow_null=True, help_text="N under blocks:N, else null")
+    finality = serializers.CharField(help_text="The network's rule: blocks:N, safe or finalized")
+    finality_wait_seconds = serializers.IntegerField()
     tx_hashes = serializers.ListField(child=serializers.CharField())
     refunds_due = RefundDueOutput(many=True, help_text="What is due back, one entry per asset it arrived in")
 

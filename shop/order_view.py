@@ -7,6 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from payments.models import PaymentStatus
+from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
 from shop.models import Order, OrderStatus
 from shop.orders import order_status_path
@@ -41,7 +42,11 @@ def payment_representation(order: Order) -> dict[str, Any]:
         "status_label": payment.get_status_display(),
         "received_base_units": str(int(payment.received_base_units)),
         "confirmations": payment.confirmations,
-        "confirmations_required": asset.network.confirmations_required,
+        # Under a safe or finalized rule no count of blocks makes a transfer final: no "n of N" then.
+        "confirmations_required": None if asset.network.finality_tag else asset.network.confirmations_required,
+        "finality": asset.network.finality_rule,
+        "finality_wait_seconds": asset.network.finality_wait_seconds,
+        "finality_text": finality_description(asset.network),
         "received": format_units(payment.received_base_units, payment.decimals),
         "missing": format_units(
             max(0, int(payment.amount_base_units) - int(payment.received_base_units)), payment.decimals

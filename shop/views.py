@@ -17,6 +17,7 @@ from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from payments.networks import finality_description
 from payments.notices import payment_notice_submit
 from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import catalog_current, catalog_data
@@ -175,6 +176,8 @@ def order_payment(request: HttpRequest) -> HttpResponse:
     else:
         current = f"{wizard['network']}:{wizard['asset']}" if "network" in wizard else None
         form = PaymentForm(initial={"payment_option": current}, networks=networks)
+    for network in networks:  # the catalog's own copies: how long a transfer takes to count there
+        network.finality_text = finality_description(network)
     return render(request, "shop/order_payment.html", _step_context(request, "payment", form, networks=networks))
 
 

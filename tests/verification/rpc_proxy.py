@@ -28,6 +28,7 @@ class RpcProxy:
         self.drop_receipts: set[str] = set()  # tx hashes whose receipt it answers with null
         self.delay = delay  # seconds before each answer: a healthy but distant provider
         self.trace_value_factor = 1  # call traces show every value multiplied by this: a tracer that lies
+        self.refused_tags: set[str] = set()  # block tags it answers with an error ("safe", "finalized")
         # While `hold` is set, a request for a receipt waits until `release` is set: a real slow point.
         self.hold, self.release, self.receipt_requested = threading.Event(), threading.Event(), threading.Event()
         self.requests = 0
@@ -104,6 +105,8 @@ class RpcProxy:
 
     def _lie(self, call: dict, answer: dict, lagging: int | None) -> dict:
         method, params, result = call.get("method"), call.get("params") or [], answer.get("result")
+        if method == "eth_getBlockByNumber" and params and params[0] in self.refused_tags:
+            return {"jsonrpc": "2.0", "id": call.get("id"), "error": {"code": -32602, "message": "unknown block"}}
         if method == "eth_getTransactionReceipt" and result is not None:
             if params[0].lower() in self.drop_receipts:
                 return {**answer, "result": None}
