@@ -39,9 +39,24 @@ def reason_asked(
     model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, *, title: str, items: list[str]
 ) -> tuple[str | None, HttpResponse | None]:
     """An admin action's intermediate page: (the reason, None) once given, else (None, the page asking for it)."""
-    form = ReasonForm(request.POST if "reason" in request.POST else None)
+    answers, page = details_asked(model_admin, request, queryset, title=title, items=items, form_class=ReasonForm)
+    return (answers["reason"] if answers else None), page
+
+
+def details_asked(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: QuerySet,
+    *,
+    title: str,
+    items: list[str],
+    form_class: type[forms.Form],
+) -> tuple[dict | None, HttpResponse | None]:
+    """An admin action's intermediate page for a form with a `reason`: (its cleaned data, None) once valid,
+    else (None, the page asking for it)."""
+    form = form_class(request.POST if "reason" in request.POST else None)
     if form.is_valid():
-        return form.cleaned_data["reason"], None
+        return form.cleaned_data, None
     context = {
         **model_admin.admin_site.each_context(request),
         "title": title,

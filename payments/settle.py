@@ -3,12 +3,15 @@
 | credits (counted)                         | payment       | order          |
 | ----------------------------------------- | ------------- | -------------- |
 | none                                      | pending       | awaiting (back there after a reorg) |
-| matching, not yet final                   | detected      | lots held      |
+| matching, not yet final, full amount      | detected      | lots held past the window |
+| matching, not yet final, part of it       | detected      | lots held until the window ends |
 | matching and final, sum = quote           | confirmed     | paid           |
 | matching and final, sum > quote           | overpaid      | paid; excess flagged for refund |
-| matching and final, sum < quote           | underpaid     | needs_review; a top-up completes it |
-| any after the deadline                    | late          | needs_review   |
-| any on another network or in another token| wrong_network | needs_review   |
+| matching and final, sum < quote           | underpaid     | needs_review; lots held as they were |
+| any after the deadline                    | late          | needs_review; lots held as they were |
+| any on another network or in another token| wrong_network | needs_review; lots held as they were |
+"Lots held as they were": until the payment window's end (or a reviewer's extension), or without an end once
+the full amount was seen. A top-up to the same address completes an underpayment.
 A reviewer's decision (accepted or rejected) is final: later passes only update the figures.
 Once settled (confirmed, overpaid, or accepted by a reviewer), money that arrives later never changes the
 payment's status or its order's: anyone can send dust or a stray token to a public address. It is recorded
@@ -97,6 +100,14 @@ SETTLED = (P.CONFIRMED, P.OVERPAID)
 FIGURES = ["received_base_units", "confirmations", "refunds_due", "settled_at"]
 
 
+def _outcome(payment: PaymentRequest, status: str) -> str:
+    """Only the full amount of the right asset, seen, holds the lots past the window: a part of it (or dust)
+    keeps the window's end, as an order with nothing seen does."""
+    if status == P.DETECTED and int(payment.received_base_units) < int(payment.amount_base_units):
+        return OrderPaymentOutcome.UNPAID
+    return OUTCOME[status]
+
+
 def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: str, now: dt.datetime) -> None:
     """Save the new status and write its event row. The caller holds the payment's row lock."""
     PaymentEvent.objects.create(
@@ -154,7 +165,7 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
         reason = _reason(status, credits)
         payment_transition(payment=payment, to=status, actor="system", reason=reason, now=now)
         order_payment_outcome(
-            order_id=payment.order_id, outcome=OUTCOME[status], reason=f"payment {status}: {reason}", now=now
+            order_id=payment.order_id, outcome=_outcome(payment, status), reason=f"payment {status}: {reason}", now=now
         )
         if status in EMAIL_FOR:
             email_enqueue(order_id=payment.order_id, name=EMAIL_FOR[status], params={"payment_id": payment.pk})

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from config.admin_base import ReadOnlyInline, reason_asked
+from config.admin_base import ReadOnlyInline, details_asked, reason_asked
 from payments.models import PaymentRequest
 from shop.models import Duration, LotSpec, Order, OrderEvent, Preparation, Reservation
-from shop.orders import TransitionNotAllowed, order_cancel
+from shop.orders import OrderInputError, TransitionNotAllowed, order_cancel, order_hold_extend
 from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
 
 
@@ -71,6 +72,11 @@ class PaymentRequestInline(admin.StackedInline):
         return False
 
 
+class HoldExtendForm(forms.Form):
+    until = forms.DateTimeField(help_text="The new end of the hold, UTC (YYYY-MM-DD HH:MM).")
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Kept in the order's events.")
+
+
 @admin.register(Order)
 class OrderAdmin(admin.ModelAdmin):
     list_display = ["reference", "status", "lots", "duration_days", "preparation", "total_usd", "email", "created_at"]
@@ -79,7 +85,7 @@ class OrderAdmin(admin.ModelAdmin):
     list_select_related = ["preparation"]
     date_hierarchy = "created_at"
     inlines = [PaymentRequestInline, ReservationInline, OrderEventInline]
-    actions = ["cancel_orders", "export_personal_data", "erase_personal_data"]
+    actions = ["cancel_orders", "extend_hold", "export_personal_data", "erase_personal_data"]
     readonly_fields = [
         "reference",
         "status",
@@ -155,6 +161,31 @@ class OrderAdmin(admin.ModelAdmin):
                 )
             else:
                 self.message_user(request, f"{order.reference}: cancelled")
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("payments.review_payment")
+
+    @admin.action(description="Hold the selected orders' lots until a new date", permissions=["review"])
+    def extend_hold(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse | None:
+        items = [f"{order.reference}: {order.get_status_display()}, {order.lots} lot(s)" for order in queryset]
+        answers, page = details_asked(
+            self, request, queryset, title="Extend the hold", items=items, form_class=HoldExtendForm
+        )
+        if page is not None:
+            return page  # a new end and a reason, both kept in the events
+        for order in queryset:
+            try:
+                order_hold_extend(
+                    order_id=order.pk,
+                    until=answers["until"],
+                    reason=answers["reason"],
+                    actor=request.user.get_username(),
+                )
+            except OrderInputError as exc:
+                self.message_user(request, f"{order.reference}: {exc.message}", messages.WARNING)
+            else:
+                self.message_user(request, f"{order.reference}: lots held until {answers['until']:%Y-%m-%d %H:%M}")
+        return None
 
     def has_manage_personal_data_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("shop.manage_personal_data")

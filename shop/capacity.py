@@ -6,7 +6,9 @@ Lock order, everywhere: sellable nodes (by primary key), then orders, then the a
 from __future__ import annotations
 
 import datetime as dt
+import math
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
@@ -40,10 +42,20 @@ def lots_available(now: dt.datetime) -> int:
     return free_nodes(now).count()
 
 
-def lock_sellable_nodes() -> None:
-    """Take the row locks that serialise every change of capacity (first in the lock order)."""
+def lots_cap(fleet: int) -> int:
+    """The most lots one unpaid order may hold, for a sellable fleet of `fleet` nodes (MAX_LOTS_PER_UNPAID_ORDER:
+    a count, or a share rounded up; never below one lot)."""
+    setting = settings.MAX_LOTS_PER_UNPAID_ORDER
+    if setting.endswith("%"):
+        return max(1, math.ceil(fleet * float(setting[:-1]) / 100))
+    return int(setting)
+
+
+def lock_sellable_nodes() -> int:
+    """Take the row locks that serialise every change of capacity (first in the lock order); returns how
+    many nodes are sellable (the fleet)."""
     assert transaction.get_connection().in_atomic_block
-    list(sellable_nodes().order_by("pk").select_for_update().values_list("pk", flat=True))
+    return len(sellable_nodes().order_by("pk").select_for_update().values_list("pk", flat=True))
 
 
 def reserve_lots(*, order: Order, lots: int, expires_at: dt.datetime | None, now: dt.datetime) -> list[Reservation]:

@@ -43,6 +43,14 @@ def only_available_message(available: int) -> str:
     ) % {"count": available}
 
 
+def over_cap_message(cap: int) -> str:
+    return ngettext(
+        "One order can hold at most %(count)s lot until it is paid.",
+        "One order can hold at most %(count)s lots until it is paid.",
+        cap,
+    ) % {"count": cap}
+
+
 def resolve_duration(days: int) -> Duration:
     durations = catalog_data().durations
     duration = next((d for d in durations if d.days == days), None)

@@ -165,8 +165,14 @@ def order_create(*, request: OrderRequest, now: dt.datetime | None = None) -> Pl
 
 
 def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt.datetime) -> Order:
-    capacity.lock_sellable_nodes()
+    fleet = capacity.lock_sellable_nodes()
+    from shop.order_input import only_available_message, over_cap_message  # order_input imports this module
+
     _expire_overdue_locked(now=now)
+    if request.lots > (cap := capacity.lots_cap(fleet)):  # nobody holds the fleet without paying
+        available = capacity.lots_available(now)
+        message = only_available_message(available) if request.lots > available else over_cap_message(cap)
+        raise OrderInputError("lots", message)
     lot = catalog_data().lot
     order = Order.objects.create(
         reference=new_reference(),
@@ -198,8 +204,6 @@ def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt
     try:
         capacity.reserve_lots(order=order, lots=request.lots, expires_at=payment_deadline(now), now=now)
     except capacity.SoldOut as exc:
-        from shop.order_input import only_available_message  # order_input imports this module
-
         raise OrderInputError("lots", only_available_message(exc.available)) from None
     payment_request_open(order=order, quote=quote, now=now)
     from shop.outbox import email_enqueue  # the outbox imports this module
@@ -240,7 +244,7 @@ class OrderPaymentOutcome:
 
     PAID = "paid"  # confirmed in full (or accepted by a reviewer)
     NEEDS_REVIEW = "needs_review"  # an exception a reviewer settles
-    HOLD = "hold"  # a transfer is seen: keep the lots past the window while it confirms
+    HOLD = "hold"  # the full amount of the right asset is seen: keep the lots past the window while it confirms
     UNPAID = "unpaid"  # the money went away again (reorg): back to waiting
     REJECTED = "rejected"  # a reviewer refused the payment
 
@@ -265,7 +269,7 @@ def order_payment_outcome(
     note_if_unmoved: bool = False,
 ) -> Order:
     """The one door from payments into shop. Runs inside the payment's transaction (lock order:
-    payment, then order). Lots are held without a deadline once money is seen or paid.
+    payment, then order). Lots are held without a deadline once the full amount is seen, or paid.
     `note_if_unmoved`: an order whose status cannot move (being prepared, active) still gets an event row."""
     now = now or timezone.now()
     order = Order.objects.select_for_update().get(pk=order_id)
@@ -296,7 +300,9 @@ def order_payment_outcome(
         _hold_missing_lots(order=order, now=now)
     lots_available_forget()  # holds may be taken again or released below
     live = order.reservations.filter(released_at__isnull=True)
-    if target in (S.PAID, S.NEEDS_REVIEW):
+    # A review keeps the holds as they were: the payment window's end (or a reviewer's extension), or no end
+    # once the right asset arrived in full. Anything less must not hold the fleet until someone acts.
+    if target == S.PAID:
         live.update(expires_at=None)
     elif target == S.AWAITING_PAYMENT:
         live.update(expires_at=order.payment.expires_at)
@@ -318,6 +324,46 @@ def _hold_missing_lots(*, order: Order, now: dt.datetime) -> None:
         from shop.order_input import only_available_message  # order_input imports this module
 
         raise OrderInputError("lots", only_available_message(exc.available)) from None
+
+
+# Orders whose lots a reviewer may keep past the payment window.
+HOLD_EXTENSIBLE = (S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.NEEDS_REVIEW)
+
+
+def order_hold_extend(*, order_id: int, until: dt.datetime, reason: str, actor: str) -> Order:
+    """A reviewer keeps an unpaid order's lots past its payment window, to a new end and for a reason (say,
+    a transfer stuck at an exchange). Holds that lapsed meanwhile are taken again where nodes are free."""
+    if not reason.strip():
+        raise OrderInputError("reason", _("Say why the hold is extended."))
+    now = timezone.now()
+    if until <= now:
+        raise OrderInputError("until", _("The new end of the hold must be in the future."))
+    with transaction.atomic():
+        capacity.lock_sellable_nodes()
+        order = Order.objects.select_for_update().get(pk=order_id)
+        if order.status not in HOLD_EXTENSIBLE:
+            raise OrderInputError("until", _("Only an unpaid order, or one in review, holds its lots until a date."))
+        # Its own holds first, so that releasing what lapsed elsewhere does not expire this order.
+        order.reservations.filter(released_at__isnull=True).update(expires_at=until)
+        _expire_overdue_locked(now=now)
+        missing = order.lots - order.reservations.filter(released_at__isnull=True).count()
+        if missing > 0:
+            try:
+                capacity.reserve_lots(order=order, lots=missing, expires_at=until, now=now)
+            except capacity.SoldOut as exc:
+                from shop.order_input import only_available_message  # order_input imports this module
+
+                raise OrderInputError("until", only_available_message(exc.available)) from None
+        OrderEvent.objects.create(
+            order=order,
+            created_at=now,
+            from_status=order.status,
+            to_status=order.status,
+            actor=actor,
+            reason=f"lots held until {until:%Y-%m-%d %H:%M} UTC: {reason}",
+        )
+    lots_available_forget()
+    return order
 
 
 def order_cancel(*, order_id: int, actor: str, reason: str) -> Order:

@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 from django.utils.translation import gettext_lazy as _
 
-from config.settings.env import env_bool, env_int, env_list, env_str
+from config.settings.env import env_bool, env_int, env_list, env_share, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -272,6 +272,9 @@ if PAYMENTS_XPUB != DEV_PAYMENTS_XPUB:
 
     validate_account_xpub(PAYMENTS_XPUB)
 PAYMENT_WINDOW_MINUTES = env_int("PAYMENT_WINDOW_MINUTES", 30)
+# The most lots one order may hold before it is paid: a count, or a share of the sellable fleet (rounded up),
+# so that nobody can take every lot for a payment window without paying (shop.capacity.lots_cap).
+MAX_LOTS_PER_UNPAID_ORDER = env_share("MAX_LOTS_PER_UNPAID_ORDER", "50%")
 # Deposit addresses stay watched this long after the window: late money reaches a reviewer.
 PAYMENT_WATCH_DAYS = env_int("PAYMENT_WATCH_DAYS", 7)
 # Final credits stay re-checked this long after their block (a reorg deeper than the confirmations goes to review).

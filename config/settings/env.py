@@ -41,3 +41,16 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_share(name: str, default: str) -> str:
+    """A count (`4`) or a share (`50%`), checked: at least 1, a share above 0 and at most 100 %."""
+    raw = os.environ.get(name, default).strip()
+    number = raw[:-1] if raw.endswith("%") else raw
+    try:
+        value = float(number) if raw.endswith("%") else int(number)
+    except ValueError:
+        value = 0
+    if (raw.endswith("%") and not 0 < value <= 100) or (not raw.endswith("%") and value < 1):
+        raise ImproperlyConfigured(f"{name}={raw!r}: give a number of lots (at least 1) or a share such as 50%")
+    return raw
