@@ -173,6 +173,27 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
     return status
 
 
+def payments_out_of_step(*, now: dt.datetime, limit: int = 500) -> list[int]:
+    """Watched payments whose stored status or amount disagrees with their credits: a settlement that failed
+    (a database error once a credit had become final) is done again by the next periodic pass. Two queries,
+    whatever the number of payments; a reviewer's decision stands, so only their amounts are compared."""
+    with_credits = (
+        PaymentRequest.objects.filter(watch_until__gte=now, credits__isnull=False)
+        .exclude(status=P.REJECTED)
+        .distinct()
+        .prefetch_related("credits")
+    )
+    stale = []
+    for payment in with_credits:
+        status, received, _confirmations = payment_status_for(payment, list(payment.credits.all()))
+        expected = payment.status if payment.reviewed_at is not None else status
+        if (expected, received) != (payment.status, int(payment.received_base_units)):
+            stale.append(payment.pk)
+            if len(stale) >= limit:
+                break
+    return stale
+
+
 def payment_settle_after_deep_reorg(*, payment_id: int, reason: str, now: dt.datetime | None = None) -> str | None:
     """A reorg deeper than the confirmation depth changed money that counted as final. Recompute the figures,
     write the reason as an event row, and hand the order to a reviewer instead of un-paying it."""

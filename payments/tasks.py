@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 from django.db.models import Q
 from django.utils import timezone
 
@@ -14,13 +15,15 @@ from payments.networks import rpc_urls
 from payments.notices import notices_to_recheck
 from payments.rpc import RpcError
 from payments.scan import scan_network
-from payments.settle import payment_settle
+from payments.settle import payment_settle, payments_out_of_step
 from payments.verify import notice_verify
 
 log = logging.getLogger(__name__)
 SCAN_LEASE = dt.timedelta(minutes=5)
-# A node answering with an error is usually a node behind the others: retried too, within the limit.
-TRANSIENT = (RpcError, ConnectionError, TimeoutError)
+# A node answering with an error is usually a node behind the others: retried too, within the limit. A
+# database that is restarting, failing over or out of connections is transient too.
+DATABASE_TRANSIENT = (OperationalError, InterfaceError)
+TRANSIENT = (RpcError, ConnectionError, TimeoutError, *DATABASE_TRANSIENT)
 
 
 def scan_lease_claim(network: Network, now: dt.datetime) -> bool:
@@ -55,7 +58,15 @@ def scan_all_networks_task() -> int:
     # "I have paid" pressed while the broker was down stored a notice whose check was never enqueued.
     for notice_id in notices_to_recheck(now=timezone.now()):
         notice_verify_task.delay(notice_id)
+    # A settlement that failed after its credit became final is not in any later pass's changes: found here.
+    for payment_id in payments_out_of_step(now=timezone.now()):
+        payment_settle_task.delay(payment_id)
     return len(networks)
+
+
+@shared_task(acks_late=True, autoretry_for=DATABASE_TRANSIENT, retry_backoff=2, retry_backoff_max=120, max_retries=20)
+def payment_settle_task(payment_id: int) -> str | None:
+    return payment_settle(payment_id=payment_id)
 
 
 @shared_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2, retry_backoff_max=60, max_retries=6)

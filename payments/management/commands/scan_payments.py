@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
 from payments.models import Network
 from payments.networks import rpc_urls
 from payments.rpc import RpcError
 from payments.scan import scan_network
+from payments.settle import payment_settle, payments_out_of_step
 
 
 class Command(BaseCommand):
@@ -25,5 +27,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"{network.slug}: RPC failed: {exc}")
                 continue
             self.stdout.write(str(report))
+        for payment_id in payments_out_of_step(now=timezone.now()):  # a settlement that failed earlier
+            self.stdout.write(f"payment {payment_id} settled again: {payment_settle(payment_id=payment_id)}")
         if failed:
             raise SystemExit(1)
