@@ -25,6 +25,8 @@ DEV_PAYMENTS_XPUB = (
 )
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
+# After a rotation, the previous keys: sessions and emailed order links made under them keep working.
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", [])
 DEBUG = env_bool("DJANGO_DEBUG", True)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
