@@ -8,7 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from eth_abi import encode
-from eth_utils import function_signature_to_4byte_selector, to_checksum_address
+from eth_utils import function_signature_to_4byte_selector, is_address, to_checksum_address
 
 from payments.models import Asset, Network, PaymentRequest
 from payments.rpc import RpcClient
@@ -87,4 +87,26 @@ def devnet_pay(*, client: RpcClient, payment: PaymentRequest, amount: Decimal | 
             _selector("transfer(address,uint256)") + encode(["address", "uint256"], [payment.address, units]).hex()
         )
         receipt = send_and_wait(client, {"from": sender, "to": payment.contract, "data": transfer})
+    return receipt["transactionHash"]
+
+
+def devnet_mint(*, client: RpcClient, symbol: str, to: str, amount: Decimal) -> str:
+    """Mint `amount` whole units of a local test token to any address (the token's public `mint`), so that a
+    developer can pay from a wallet of their own."""
+    if not is_address(to):
+        raise DevnetError(f"{to!r} is not an address")
+    asset = Asset.objects.filter(network__slug="local", symbol=symbol.upper()).first()
+    if asset is None or not asset.contract:
+        known = Asset.objects.filter(network__slug="local", contract__isnull=False).exists()
+        if not known:
+            raise DevnetError("the local chain has no test token yet: run `manage.py devnet setup` first")
+        raise DevnetError(f"{symbol.upper()} is not a test token of the local chain")
+    units = amount.scaleb(asset.decimals)
+    if units != units.to_integral_value():
+        raise DevnetError(f"{asset.symbol} has {asset.decimals} decimals: {amount} is finer than that")
+    if units <= 0:
+        raise DevnetError("the amount must be positive")
+    arguments = encode(["address", "uint256"], [to_checksum_address(to), int(units)]).hex()
+    data = _selector("mint(address,uint256)") + arguments
+    receipt = send_and_wait(client, {"from": funded_account(client), "to": asset.contract, "data": data})
     return receipt["transactionHash"]
