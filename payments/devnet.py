@@ -15,6 +15,7 @@ from payments.rpc import RpcClient
 
 ARTIFACT = Path(__file__).resolve().parent / "contracts" / "TestToken.json"
 TEST_TOKENS = [("USDC", "Test USD Coin", 6), ("USDT", "Test Tether USD", 6)]
+TEST_TOKEN_SYMBOLS = {symbol for symbol, _, _ in TEST_TOKENS}
 
 
 class DevnetError(Exception):
@@ -91,22 +92,24 @@ def devnet_pay(*, client: RpcClient, payment: PaymentRequest, amount: Decimal | 
 
 
 def devnet_mint(*, client: RpcClient, symbol: str, to: str, amount: Decimal) -> str:
-    """Mint `amount` whole units of a local test token to any address (the token's public `mint`), so that a
-    developer can pay from a wallet of their own."""
+    """Give any address `amount` whole units of a local asset, so that a developer can pay from a wallet of their
+    own: a test token through its public `mint`, the chain's coin (gas) sent from a funded development account."""
     if not is_address(to):
         raise DevnetError(f"{to!r} is not an address")
-    asset = Asset.objects.filter(network__slug="local", symbol=symbol.upper()).first()
-    if asset is None or not asset.contract:
-        known = Asset.objects.filter(network__slug="local", contract__isnull=False).exists()
-        if not known:
-            raise DevnetError("the local chain has no test token yet: run `manage.py devnet setup` first")
-        raise DevnetError(f"{symbol.upper()} is not a test token of the local chain")
+    symbol = symbol.upper()
+    asset = Asset.objects.filter(network__slug="local", symbol=symbol).first()
+    if symbol in TEST_TOKEN_SYMBOLS and (asset is None or not asset.contract):
+        raise DevnetError(f"{symbol} is not on the local chain yet: run `manage.py devnet setup` first")
+    if asset is None:
+        raise DevnetError(f"{symbol} is not an asset of the local chain")
     units = amount.scaleb(asset.decimals)
     if units != units.to_integral_value():
         raise DevnetError(f"{asset.symbol} has {asset.decimals} decimals: {amount} is finer than that")
     if units <= 0:
         raise DevnetError("the amount must be positive")
-    arguments = encode(["address", "uint256"], [to_checksum_address(to), int(units)]).hex()
+    sender, to = funded_account(client), to_checksum_address(to)
+    if asset.contract is None:
+        return send_and_wait(client, {"from": sender, "to": to, "value": hex(int(units))})["transactionHash"]
+    arguments = encode(["address", "uint256"], [to, int(units)]).hex()
     data = _selector("mint(address,uint256)") + arguments
-    receipt = send_and_wait(client, {"from": funded_account(client), "to": asset.contract, "data": data})
-    return receipt["transactionHash"]
+    return send_and_wait(client, {"from": sender, "to": asset.contract, "data": data})["transactionHash"]

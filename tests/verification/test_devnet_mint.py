@@ -1,5 +1,5 @@
 """`manage.py devnet mint <address> <amount> [--asset USDC]` gives a wallet of one's own test tokens on the
-local chain (the test token's public `mint(address,uint256)`), to pay from that wallet."""
+local chain (the test token's public `mint(address,uint256)`), and ETH for gas, to pay from that wallet."""
 
 from __future__ import annotations
 
@@ -44,6 +44,14 @@ def test_devnet_mint_gives_a_wallet_of_ones_own_test_usdc_then_usdt(bare_chain):
     assert len(minted) == 1 and minted[0].startswith(f"minted 250.5 USDC to {wallet}: 0x")
 
 
+def test_devnet_mint_sends_eth_for_gas_from_a_funded_account(bare_chain):
+    wallet = Account.create().address
+
+    devnet("mint", wallet, "0.25", "--asset", "ETH")
+
+    assert int(rpc(bare_chain.node.url, "eth_getBalance", [wallet, "latest"]), 16) == 250_000_000_000_000_000
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -51,7 +59,7 @@ def test_devnet_mint_gives_a_wallet_of_ones_own_test_usdc_then_usdt(bare_chain):
         (["0x" + "ab" * 20, "ten"], "'ten' is not a number"),
         (["0x" + "ab" * 20, "-1"], "the amount must be positive"),
         (["0x" + "ab" * 20, "0.0000001"], "USDC has 6 decimals"),
-        (["0x" + "ab" * 20, "10", "--asset", "ETH"], "ETH is not a test token of the local chain"),
+        (["0x" + "ab" * 20, "10", "--asset", "DAI"], "DAI is not an asset of the local chain"),
     ],
 )
 def test_devnet_mint_refuses_what_it_cannot_mint_with_a_message(bare_chain, args, message):
@@ -61,6 +69,6 @@ def test_devnet_mint_refuses_what_it_cannot_mint_with_a_message(bare_chain, args
         devnet("mint", *args)
 
 
-def test_devnet_mint_before_setup_says_to_run_setup(bare_chain):
+def test_devnet_mint_of_a_test_token_before_setup_says_to_run_setup(bare_chain):
     with pytest.raises(CommandError, match="run `manage.py devnet setup` first"):
         devnet("mint", "0x" + "ab" * 20, "10")

@@ -28,10 +28,10 @@ class Command(BaseCommand):
         pay.add_argument("reference")
         pay.add_argument("--amount", help="whole units of the order's asset (default: the quoted amount)")
         pay.add_argument("--rpc-url")
-        mint = sub.add_parser("mint", help="mint test tokens to any address, e.g. your own wallet's")
+        mint = sub.add_parser("mint", help="test tokens (or ETH for gas) to any address, e.g. your own wallet's")
         mint.add_argument("address")
         mint.add_argument("amount", help="whole units, e.g. 250.5")
-        mint.add_argument("--asset", default="USDC", help="USDC (default) or USDT")
+        mint.add_argument("--asset", default="USDC", help="USDC (default), USDT, or ETH (sent from a funded account)")
         mint.add_argument("--rpc-url")
 
     def handle(self, *args, **options) -> None:
