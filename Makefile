@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint messages bench clean
+.PHONY: run test lint messages bench clean cpu-torch
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,16 @@ $(VENV)/.test-deps: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
+# The development nodes of `make run` run the preflight on this machine's CPU: PyTorch's CPU build and numpy,
+# never the multi-GB CUDA build. scripts/cpu_torch.py keeps a torch that already imports; else it installs what
+# pip's configured index resolves when that is a CPU build (a local wheel or index, as `make test` gets here),
+# else from PyTorch's own CPU wheel index.
+TORCH := torch==2.13.0
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+
+cpu-torch: $(VENV)/.run-deps
+	$(BIN)/python scripts/cpu_torch.py --cpu-index-url $(TORCH_CPU_INDEX) $(TORCH) numpy
+
 node_modules/.deps: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -25,7 +35,7 @@ node_modules/.deps: package.json package-lock.json
 messages: $(VENV)/.run-deps
 	cd locale && ../$(BIN)/python ../manage.py compilemessages -v0
 
-run: $(VENV)/.run-deps node_modules/.deps messages
+run: $(VENV)/.run-deps cpu-torch node_modules/.deps messages
 	$(BIN)/python scripts/devstack.py
 
 test: $(VENV)/.test-deps node_modules/.deps messages

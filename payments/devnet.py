@@ -8,13 +8,14 @@ from decimal import Decimal
 from pathlib import Path
 
 from eth_abi import encode
-from eth_utils import function_signature_to_4byte_selector, to_checksum_address
+from eth_utils import function_signature_to_4byte_selector, is_address, to_checksum_address
 
 from payments.models import Asset, Network, PaymentRequest
 from payments.rpc import RpcClient
 
 ARTIFACT = Path(__file__).resolve().parent / "contracts" / "TestToken.json"
 TEST_TOKENS = [("USDC", "Test USD Coin", 6), ("USDT", "Test Tether USD", 6)]
+TEST_TOKEN_SYMBOLS = {symbol for symbol, _, _ in TEST_TOKENS}
 
 
 class DevnetError(Exception):
@@ -88,3 +89,27 @@ def devnet_pay(*, client: RpcClient, payment: PaymentRequest, amount: Decimal | 
         )
         receipt = send_and_wait(client, {"from": sender, "to": payment.contract, "data": transfer})
     return receipt["transactionHash"]
+
+
+def devnet_mint(*, client: RpcClient, symbol: str, to: str, amount: Decimal) -> str:
+    """Give any address `amount` whole units of a local asset, so that a developer can pay from a wallet of their
+    own: a test token through its public `mint`, the chain's coin (gas) sent from a funded development account."""
+    if not is_address(to):
+        raise DevnetError(f"{to!r} is not an address")
+    symbol = symbol.upper()
+    asset = Asset.objects.filter(network__slug="local", symbol=symbol).first()
+    if symbol in TEST_TOKEN_SYMBOLS and (asset is None or not asset.contract):
+        raise DevnetError(f"{symbol} is not on the local chain yet: run `manage.py devnet setup` first")
+    if asset is None:
+        raise DevnetError(f"{symbol} is not an asset of the local chain")
+    units = amount.scaleb(asset.decimals)
+    if units != units.to_integral_value():
+        raise DevnetError(f"{asset.symbol} has {asset.decimals} decimals: {amount} is finer than that")
+    if units <= 0:
+        raise DevnetError("the amount must be positive")
+    sender, to = funded_account(client), to_checksum_address(to)
+    if asset.contract is None:
+        return send_and_wait(client, {"from": sender, "to": to, "value": hex(int(units))})["transactionHash"]
+    arguments = encode(["address", "uint256"], [to, int(units)]).hex()
+    data = _selector("mint(address,uint256)") + arguments
+    return send_and_wait(client, {"from": sender, "to": asset.contract, "data": data})["transactionHash"]

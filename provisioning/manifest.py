@@ -1,8 +1,9 @@
 """The manifest: one signed chain of evidence from the payment to the node that passed its preflight.
 
 Signed with the shop's Ed25519 key (`MANIFEST_SIGNING_KEY`, base64 of the 32-byte private key); the
-public key is published at /manifest-key.pub. To verify offline: recompute the canonical JSON of `body`
-(sorted keys, no spaces, UTF-8) and check `signature` (base64) with the public key.
+public key is published at /manifest-key.pub. To verify offline: recompute the canonical JSON of `body` by
+JCS (RFC 8785), which any language can, and check `signature` (base64) with the public key. Manifests
+signed before JCS (no `canonicalization` in their body) were signed over Python's `json.dumps` form.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
+import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
@@ -22,9 +24,35 @@ from provisioning.bundle import node_bundle_sha256
 from provisioning.models import AccessGrant, Manifest, PreparationRun
 from shop.models import Order
 
+JCS = "JCS (RFC 8785)"
+JCS_ALGORITHM = "Ed25519 over the JCS (RFC 8785) canonical JSON of `body`"
+LEGACY_ALGORITHM = "Ed25519 over the canonical JSON of `body` (sorted keys, no spaces, UTF-8)"
+
+
+def _as_doubles(value: Any) -> Any:
+    """Every JSON number as the double that JavaScript's JSON.parse (and RFC 8785) reads: an integer past
+    2**53, or one that PostgreSQL's jsonb gives back for an integral float (1e21), has no other meaning."""
+    if isinstance(value, dict):
+        return {key: _as_doubles(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_doubles(item) for item in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def jcs_json(body: dict[str, Any]) -> bytes:
+    return rfc8785.dumps(_as_doubles(body))
+
+
+def legacy_json(body: dict[str, Any]) -> bytes:
+    """The canonical form of manifests signed before JCS: Python's own, which other languages cannot rebuild."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+
 
 def canonical_json(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+    """The bytes the signature covers: JCS when the body says so, else the legacy form it was signed over."""
+    return jcs_json(body) if body.get("canonicalization") == JCS else legacy_json(body)
 
 
 @lru_cache(maxsize=2)
@@ -57,7 +85,8 @@ def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessG
     credits = paying.order_by("block_number", "log_index")
     by_node = {grant.node_id: grant for grant in grants}
     return {
-        "manifest_version": 1,
+        "manifest_version": 2,
+        "canonicalization": JCS,
         "order_reference": order.reference,
         "lots": order.lots,
         "gpus": order.total_gpus,
@@ -101,7 +130,8 @@ def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessG
 
 
 def manifest_create(*, order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> Manifest:
-    body = manifest_body(order, runs, grants)
+    # Stored as the signed JCS text reads back, so that the stored body holds exactly the signed numbers.
+    body = json.loads(jcs_json(manifest_body(order, runs, grants)))
     signature = base64.b64encode(signing_key().sign(canonical_json(body))).decode()
     manifest, _ = Manifest.objects.update_or_create(
         order=order, defaults={"body": body, "signature": signature, "public_key": public_key_b64()}
@@ -114,7 +144,7 @@ def manifest_document(manifest: Manifest) -> dict[str, Any]:
     return {
         "body": manifest.body,
         "signature": manifest.signature,
-        "signature_algorithm": "Ed25519 over the canonical JSON of `body` (sorted keys, no spaces, UTF-8)",
+        "signature_algorithm": JCS_ALGORITHM if manifest.body.get("canonicalization") == JCS else LEGACY_ALGORITHM,
         "public_key": manifest.public_key,
         "body_sha256": hashlib.sha256(canonical_json(manifest.body)).hexdigest(),
     }

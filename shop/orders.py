@@ -8,6 +8,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, OuterRef, Subquery
 from django.urls import reverse
@@ -75,8 +76,18 @@ def order_transition(*, order: Order, to: str, actor: str, reason: str = "", now
     )
 
 
-def order_access_token(order: Order) -> str:
-    return salted_hmac(TOKEN_SALT, f"{order.reference}:{order.access_nonce}", algorithm="sha256").hexdigest()
+def order_access_token(order: Order, secret: str | None = None) -> str:
+    """The order's secret link token, under SECRET_KEY unless another `secret` is given."""
+    value = f"{order.reference}:{order.access_nonce}"
+    return salted_hmac(TOKEN_SALT, value, secret=secret, algorithm="sha256").hexdigest()
+
+
+def _token_opens(order: Order, token: str) -> bool:
+    """Under the current key or one of SECRET_KEY_FALLBACKS: links emailed before a key rotation keep working.
+    Every key is compared (in constant time), so the answer's timing says nothing about which one matched."""
+    keys = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    matches = [hmac.compare_digest(order_access_token(order, key).encode(), token.encode()) for key in keys]
+    return any(matches)
 
 
 def order_for_token(*, reference: str, token: str | None) -> Order | None:
@@ -92,7 +103,7 @@ def order_for_token(*, reference: str, token: str | None) -> Order | None:
     )
     if order is None or not token:
         return None
-    if not hmac.compare_digest(order_access_token(order).encode(), str(token).encode()):
+    if not _token_opens(order, str(token)):
         return None
     return order
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import functools
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -98,6 +101,23 @@ def clean_environment(**overrides: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(prefixes)}
     env.update(overrides)
     return env
+
+
+@functools.cache
+def deployed_secrets() -> dict[str, str]:
+    """Fresh keys for a shop process started with DEBUG off, where the development ones are refused: one set per
+    test process, so that the web process, the worker and beat of a test share them (and the order links)."""
+    from bip_utils import Bip39MnemonicGenerator, Bip39SeedGenerator, Bip39WordsNum, Bip44, Bip44Coins
+    from django.core.management.utils import get_random_secret_key
+
+    mnemonic = Bip39MnemonicGenerator().FromWordsNumber(Bip39WordsNum.WORDS_NUM_24).ToStr()
+    account = Bip44.FromSeed(Bip39SeedGenerator(mnemonic).Generate(), Bip44Coins.ETHEREUM).Purpose().Coin().Account(0)
+    return {
+        "DJANGO_SECRET_KEY": get_random_secret_key(),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "PAYMENTS_XPUB": account.PublicKey().ToExtended(),
+        "MANIFEST_SIGNING_KEY": base64.b64encode(secrets.token_bytes(32)).decode(),
+    }
 
 
 def database_url_for_tests() -> str:

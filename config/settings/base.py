@@ -1,6 +1,7 @@
 """Settings shared by every environment. Site-specific and secret values come from the environment.
 
-The defaults are the embedded development values of `make run`; `production.py` refuses them.
+The defaults are the embedded development values of `make run`; with DEBUG off they are refused at start-up,
+whatever the settings module (config/apps.py).
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ DEV_PAYMENTS_XPUB = (
 )
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
+# After a rotation, the previous keys: sessions and emailed order links made under them keep working.
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", [])
 DEBUG = env_bool("DJANGO_DEBUG", True)
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+DEV_ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]", "testserver"]
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", DEV_ALLOWED_HOSTS)
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
+    # First: with DEBUG off it refuses the development values before any other app starts (config/apps.py).
+    "config.apps.ProjectConfig",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -150,6 +156,9 @@ STORAGES = {
 }
 
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
+# DEBUG off means a deployment behind HTTPS: cookies never travel in clear. `make run` serves plain HTTP.
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
 
 # Rate limits per client IP (config/ratelimit.py); the counters live in the default cache.
 _CACHE_URL = env_str("CACHE_URL", "")

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ImproperlyConfigured
-
 from config.settings.base import *  # noqa: F403
-from config.settings.base import DEV_MANIFEST_SIGNING_KEY, DEV_PAYMENTS_XPUB, DEV_SECRET_KEY
-from config.settings.env import env_bool, env_int, env_str
+from config.settings.env import env_bool, env_int
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-
-if not DEBUG:
-    if SECRET_KEY == DEV_SECRET_KEY:  # noqa: F405
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY is the development key: set a secret one")
-    if PAYMENTS_XPUB == DEV_PAYMENTS_XPUB:  # noqa: F405
-        raise ImproperlyConfigured("PAYMENTS_XPUB is the development key: set the shop's own account xpub")
-    if MANIFEST_SIGNING_KEY == DEV_MANIFEST_SIGNING_KEY:  # noqa: F405
-        raise ImproperlyConfigured("MANIFEST_SIGNING_KEY is the development key: set the shop's own Ed25519 key")
-    if env_str("DJANGO_ALLOWED_HOSTS", "") == "":
-        raise ImproperlyConfigured("DJANGO_ALLOWED_HOSTS must name the site's host names")
+# With DEBUG off the development keys and hosts are refused at start-up, as in every settings module
+# (config/apps.py, after this module's values are final).
 
 # Static files served by the web process itself, compressed and with hashed names.
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]  # noqa: F405

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from urllib.parse import urljoin
 
 import pytest
 import redis
@@ -19,7 +20,7 @@ import requests
 from payments.models import Credit, Notice
 from shop.models import Order, OutgoingEmail
 from tests.faults.servers import CeleryBeat, Gunicorn
-from tests.servers import ROOT, CeleryWorker, clean_environment, database_url_for_tests
+from tests.servers import ROOT, CeleryWorker, clean_environment, database_url_for_tests, deployed_secrets
 from tests.verification.helpers import ORDERS_URL, units
 
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -43,6 +44,7 @@ def shop_env(broker, chain) -> dict[str, str]:
         "CELERY_BROKER_URL": broker.url,
         "CHAIN_RPC_URLS_LOCAL": chain.node.url,
         "DJANGO_DEBUG": "0",
+        **deployed_secrets(),  # refused otherwise with DEBUG off
         "RATELIMIT_ENABLE": "0",
         **FAST_BEAT,
     }
@@ -70,6 +72,13 @@ def press_paid_in_the_api(shop: Gunicorn, placed: dict, tx_hash: str) -> tuple[r
     return response, time.monotonic() - started
 
 
+def as_if_behind_a_tls_proxy(browser: requests.Session) -> None:
+    """DEBUG off makes the cookies `Secure`: a browser sends them back over HTTPS to the TLS proxy, which speaks
+    plain HTTP to gunicorn as this test does; so the test's browser drops the flag of the cookies it holds."""
+    for cookie in browser.cookies:
+        cookie.secure = False
+
+
 def press_paid_on_the_page(shop: Gunicorn, placed: dict, tx_hash: str) -> tuple[requests.Response, float]:
     """The browser's way: open the order's page, submit its "I have paid" form (with its CSRF token)."""
     browser = requests.Session()
@@ -77,12 +86,17 @@ def press_paid_on_the_page(shop: Gunicorn, placed: dict, tx_hash: str) -> tuple[
     assert page.status_code == 200, page.text[:500]
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
     started = time.monotonic()
-    answer = browser.post(
+    as_if_behind_a_tls_proxy(browser)
+    posted = browser.post(
         placed["status_url"].rstrip("/") + "/paid/",
         data={"csrfmiddlewaretoken": csrf, "tx_hash": tx_hash},
         headers={"Referer": placed["status_url"]},
         timeout=30,
+        allow_redirects=False,
     )
+    assert posted.status_code == 302, (posted.status_code, posted.text[:500])
+    as_if_behind_a_tls_proxy(browser)  # the message ("Thank you...") travels in a cookie to the next page
+    answer = browser.get(urljoin(posted.url, posted.headers["Location"]), timeout=30)
     return answer, time.monotonic() - started
 
 
@@ -116,7 +130,7 @@ def test_i_have_paid_while_the_broker_is_down_is_received_and_the_beat_verifies_
     private_redis, chain, shop_on_private_broker, make_node, order_payload, tmp_path
 ):
     shop = shop_on_private_broker
-    env = {"CHAIN_RPC_URLS_LOCAL": chain.node.url, **FAST_BEAT}
+    env = {"CHAIN_RPC_URLS_LOCAL": chain.node.url, **deployed_secrets(), **FAST_BEAT}
     worker = CeleryWorker(broker_url=private_redis.url, queue="celery", folder=tmp_path, **env)
     beat = None
     try:

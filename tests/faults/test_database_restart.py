@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.faults.servers import Gunicorn, wait_until
-from tests.servers import ROOT, clean_environment
+from tests.servers import ROOT, clean_environment, deployed_secrets
 
 NODES = 60
 RECOVERY_SECONDS = 5
@@ -111,6 +111,7 @@ def shop_on_private_postgres(private_postgres, anvil, tmp_path):
         DJANGO_SETTINGS_MODULE="config.settings.base",
         DATABASE_URL=private_postgres.url,
         DJANGO_DEBUG="0",
+        **deployed_secrets(),  # refused otherwise with DEBUG off
         CELERY_BROKER_URL="memory://",
         RATELIMIT_ENABLE="0",
         CHAIN_RPC_URLS_LOCAL=anvil.url,
@@ -126,6 +127,7 @@ def shop_on_private_postgres(private_postgres, anvil, tmp_path):
             key: env[key]
             for key in ("DATABASE_URL", "DJANGO_DEBUG", "CELERY_BROKER_URL", "RATELIMIT_ENABLE", "CHAIN_RPC_URLS_LOCAL")
         },
+        **deployed_secrets(),
     )
     try:
         yield server

@@ -1,4 +1,5 @@
-"""Production settings refuse the development values and bad input loudly; the default settings pass checks."""
+"""With DEBUG off every settings module (base, production, test) refuses the development values, and cookies are
+secure; bad input fails loudly; the default settings pass checks."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ from tests.project.conftest import clean_environment
 from tests.servers import ROOT
 
 SETUP = "import django; django.setup(); from django.conf import settings; print('DEBUG', settings.DEBUG)"
+COOKIES = (
+    "import django; django.setup(); from django.conf import settings; "
+    "print('DEBUG', settings.DEBUG, 'SECURE', settings.SESSION_COOKIE_SECURE, settings.CSRF_COOKIE_SECURE)"
+)
+# What `config/wsgi.py` and `manage.py` pick by default, what production runs, and the suite's own: with DEBUG off
+# each refuses the development values ("whatever DJANGO_SETTINGS_MODULE is"); the suite runs with DEBUG on.
+SETTINGS_MODULES = ["config.settings.base", "config.settings.production", "config.settings.test"]
 
 
 def random_account() -> Bip44:
@@ -52,9 +60,7 @@ def test_production_starts_with_real_values_and_debug_off():
     assert "DEBUG False" in started.stdout
 
 
-@pytest.mark.parametrize(
-    ("what", "env", "message"),
-    [
+DEVELOPMENT_VALUES = [
         (
             "no secret key",
             real_values(DJANGO_SECRET_KEY=None),
@@ -81,18 +87,50 @@ def test_production_starts_with_real_values_and_debug_off():
             "MANIFEST_SIGNING_KEY is the development key: set the shop's own Ed25519 key",
         ),
         (
+            "the development secret key kept as a fallback",
+            real_values(DJANGO_SECRET_KEY_FALLBACKS=f"an-old-rotated-key,{DEV_SECRET_KEY}"),
+            "DJANGO_SECRET_KEY_FALLBACKS holds the development key: remove it",
+        ),
+        (
             "no allowed hosts",
             real_values(DJANGO_ALLOWED_HOSTS=None),
             "DJANGO_ALLOWED_HOSTS must name the site's host names",
         ),
-    ],
-)
-def test_production_refuses_to_start_with_a_development_value(what, env, message):
-    started = start_django("config.settings.production", **env)
+]
 
-    assert started.returncode != 0, f"production started with {what}"
+
+@pytest.mark.parametrize("settings_module", SETTINGS_MODULES)
+@pytest.mark.parametrize(("what", "env", "message"), DEVELOPMENT_VALUES)
+def test_debug_off_refuses_to_start_with_a_development_value_whatever_the_settings_module(
+    settings_module, what, env, message
+):
+    started = start_django(settings_module, **{**env, "DJANGO_DEBUG": "0"})
+
+    assert started.returncode != 0, f"{settings_module} started with {what} and DEBUG off"
     assert "ImproperlyConfigured" in started.stderr
     assert message in started.stderr
+
+
+def test_production_refuses_the_development_values_with_debug_unset():
+    started = start_django("config.settings.production", **real_values(DJANGO_SECRET_KEY=DEV_SECRET_KEY))
+
+    assert started.returncode != 0
+    assert "DJANGO_SECRET_KEY is the development key: set a secret one" in started.stderr
+
+
+@pytest.mark.parametrize("settings_module", SETTINGS_MODULES)
+def test_debug_off_with_fresh_values_starts_with_secure_cookies_whatever_the_settings_module(settings_module):
+    started = start_django(settings_module, COOKIES, **real_values(DJANGO_DEBUG="0"))
+
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip().splitlines()[-1] == "DEBUG False SECURE True True"
+
+
+def test_debug_on_keeps_the_development_values_and_plain_http_cookies_for_make_run():
+    started = start_django("config.settings.base", COOKIES)
+
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip().splitlines()[-1] == "DEBUG True SECURE False False"
 
 
 @pytest.mark.parametrize(

@@ -1,19 +1,24 @@
-"""`manage.py devnet setup [--rpc-url URL]` and `manage.py devnet pay <reference> [--amount DECIMAL]`."""
+"""`manage.py devnet setup [--rpc-url URL]`, `manage.py devnet pay <reference> [--amount DECIMAL]` and
+`manage.py devnet mint <address> <amount> [--asset USDC]`."""
 
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
 from django.core.management.base import BaseCommand, CommandError
+from eth_utils import to_checksum_address
 
-from payments.devnet import DevnetError, devnet_pay, devnet_setup
+from payments.devnet import DevnetError, devnet_mint, devnet_pay, devnet_setup
 from payments.models import Network, PaymentRequest
 from payments.networks import rpc_urls
 from payments.rpc import RpcClient, RpcError
 
 
 class Command(BaseCommand):
-    help = "The local development chain: deploy test tokens (setup) or pay an order from a funded account (pay)."
+    help = (
+        "The local development chain: deploy test tokens (setup), pay an order from a funded account (pay), "
+        "or mint test tokens to a wallet of your own (mint)."
+    )
 
     def add_arguments(self, parser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -23,6 +28,11 @@ class Command(BaseCommand):
         pay.add_argument("reference")
         pay.add_argument("--amount", help="whole units of the order's asset (default: the quoted amount)")
         pay.add_argument("--rpc-url")
+        mint = sub.add_parser("mint", help="test tokens (or ETH for gas) to any address, e.g. your own wallet's")
+        mint.add_argument("address")
+        mint.add_argument("amount", help="whole units, e.g. 250.5")
+        mint.add_argument("--asset", default="USDC", help="USDC (default), USDT, or ETH (sent from a funded account)")
+        mint.add_argument("--rpc-url")
 
     def handle(self, *args, **options) -> None:
         network = Network.objects.filter(slug="local").first()
@@ -35,6 +45,9 @@ class Command(BaseCommand):
                 for line in devnet_setup(client=client):
                     self.stdout.write(line)
                 return
+            if options["action"] == "mint":
+                self._mint(client, options)
+                return
             payment = (
                 PaymentRequest.objects.select_related("asset__network")
                 .filter(order__reference=options["reference"].upper())
@@ -44,15 +57,24 @@ class Command(BaseCommand):
                 raise CommandError(f"no order {options['reference']}")
             if payment.chain_id != network.chain_id:
                 raise CommandError(f"order {options['reference']} pays on {payment.asset.network.name}, not locally")
-            amount = _decimal(options["amount"]) if options["amount"] else None
+            amount = _decimal(options["amount"], "--amount") if options["amount"] else None
             tx_hash = devnet_pay(client=client, payment=payment, amount=amount)
             self.stdout.write(f"paid {options['reference']}: {tx_hash}")
         except (DevnetError, RpcError) as exc:
             raise CommandError(str(exc)) from None
 
+    def _mint(self, client: RpcClient, options: dict) -> None:
+        amount = _decimal(options["amount"], "amount")
+        tx_hash = devnet_mint(client=client, symbol=options["asset"], to=options["address"], amount=amount)
+        address = to_checksum_address(options["address"])
+        self.stdout.write(f"minted {amount} {options['asset'].upper()} to {address}: {tx_hash}")
 
-def _decimal(text: str) -> Decimal:
+
+def _decimal(text: str, name: str) -> Decimal:
     try:
-        return Decimal(text)
+        value = Decimal(text)
     except InvalidOperation:
-        raise CommandError(f"--amount {text!r} is not a number") from None
+        raise CommandError(f"{name} {text!r} is not a number") from None
+    if not value.is_finite():
+        raise CommandError(f"{name} {text!r} is not a number")
+    return value
