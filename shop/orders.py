@@ -76,6 +76,13 @@ def order_transition(*, order: Order, to: str, actor: str, reason: str = "", now
     )
 
 
+def order_note(*, order: Order, actor: str, reason: str, now: dt.datetime) -> None:
+    """An event row beside the status history that is not a change of status (a hold extended, data erased)."""
+    OrderEvent.objects.create(
+        order=order, created_at=now, from_status=order.status, to_status=order.status, actor=actor, reason=reason
+    )
+
+
 def order_access_token(order: Order, secret: str | None = None) -> str:
     """The order's secret link token, under SECRET_KEY unless another `secret` is given."""
     value = f"{order.reference}:{order.access_nonce}"
@@ -298,9 +305,7 @@ def order_payment_outcome(
         order_transition(order=order, to=target, actor=actor, reason=reason, now=now)
     elif note_if_unmoved and order.status != target:
         # e.g. a deep reorg under an order whose access is given: staff see it on the order, nothing moves.
-        OrderEvent.objects.create(
-            order=order, created_at=now, from_status=order.status, to_status=order.status, actor=actor, reason=reason
-        )
+        order_note(order=order, actor=actor, reason=reason, now=now)
         log.warning("order %s: payment outcome %s noted in status %s", order.reference, outcome, order.status)
         return order
     elif order.status != target and not (outcome == OrderPaymentOutcome.UNPAID and order.status in UNPAID_STATUSES):
@@ -365,14 +370,7 @@ def order_hold_extend(*, order_id: int, until: dt.datetime, reason: str, actor: 
                 from shop.order_input import only_available_message  # order_input imports this module
 
                 raise OrderInputError("until", only_available_message(exc.available)) from None
-        OrderEvent.objects.create(
-            order=order,
-            created_at=now,
-            from_status=order.status,
-            to_status=order.status,
-            actor=actor,
-            reason=f"lots held until {until:%Y-%m-%d %H:%M} UTC: {reason}",
-        )
+        order_note(order=order, actor=actor, reason=f"lots held until {until:%Y-%m-%d %H:%M} UTC: {reason}", now=now)
     lots_available_forget()
     return order
 

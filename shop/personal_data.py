@@ -11,7 +11,8 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
-from shop.models import Order, OrderEvent, OrderStatus
+from shop.models import Order, OrderStatus
+from shop.orders import order_note
 
 # Access on a node uses the customer's SSH key and emails go to their address until the order is over.
 ERASABLE_STATUSES = (OrderStatus.EXPIRED, OrderStatus.CANCELLED, OrderStatus.ENDED)
@@ -102,13 +103,5 @@ def order_personal_data_erase(*, order_id: int, actor: str, reason: str, now: dt
                 "updated_at",
             ]
         )
-        # Not a change of status: the event row records the erasure beside the status history.
-        OrderEvent.objects.create(
-            order=order,
-            created_at=now,
-            from_status=order.status,
-            to_status=order.status,
-            actor=actor,
-            reason=f"personal data erased: {reason.strip()}",
-        )
+        order_note(order=order, actor=actor, reason=f"personal data erased: {reason.strip()}", now=now)
     return order
