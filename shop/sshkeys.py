@@ -86,9 +86,8 @@ def _embedded_type(blob: bytes) -> str:
 
 
 def _key_bits(key_type: str, line: str) -> int:
-    if key_type.startswith("sk-"):
-        # Security-key types hold an Ed25519 or P-256 key plus an application string.
-        return 256
+    # Security-key types (sk-...) are parsed in full too: an Ed25519 key or a P-256 point on the curve,
+    # then the application string, and nothing after it.
     try:
         key = load_ssh_public_key(line.encode())
     except (ValueError, TypeError, NotImplementedError):
