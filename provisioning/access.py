@@ -22,10 +22,16 @@ from shop import capacity
 from shop.models import Order, OrderStatus
 from shop.orders import order_transition
 from shop.outbox import email_enqueue
+from shop.sshkeys import SshKeyError, parse_ssh_public_key
 
 log = logging.getLogger(__name__)
 S = OrderStatus
 KEY_BACKSTOP = dt.timedelta(days=1)
+KEY_REFUSED = 4  # the access tool's exit status when the key itself is refused (the caller's input)
+
+
+class AccessKeyRefused(Exception):
+    """The order's SSH key cannot be installed: the order's own input, never the node's fault."""
 
 
 def account_name(order: Order) -> str:
@@ -33,11 +39,23 @@ def account_name(order: Order) -> str:
     return "o-" + re.sub(r"[^a-z0-9]", "", order.reference.lower())
 
 
+def access_key_line(order: Order) -> str:
+    """What goes to the node: exactly the key's type and data (the comment stays in the shop), checked
+    again with today's rules (an order may be older than them)."""
+    try:
+        key = parse_ssh_public_key(order.ssh_public_key)
+    except SshKeyError as exc:
+        raise AccessKeyRefused(f"the customer's SSH key cannot be installed: {exc}") from None
+    return f"{key.key_type} {key.data}\n"
+
+
 def _access_tool(driver: Driver, node: Node, *args: str) -> None:
     argv = [node.python, f"{driver.workdir}/provisioning/node_tools/access.py", *args]
     if node.accounts_root:
         argv += ["--users-prefix", node.accounts_root]
     result = driver.run(argv, timeout=120)
+    if result.exit_code == KEY_REFUSED:
+        raise AccessKeyRefused(f"the node refused the customer's SSH key: {result.stderr.strip()[-500:]}")
     if result.exit_code != 0:
         raise DriverError(f"access tool {args[0]} failed ({result.exit_code}): {result.stderr.strip()[-500:]}")
 
@@ -47,7 +65,7 @@ def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
     order, node = run.order, run.node
     planned_end = timezone.now() + dt.timedelta(days=order.duration_days)
     key_file = f"{driver.workdir}/customer.pub"
-    driver.put_file((order.ssh_public_key.strip() + "\n").encode(), key_file, mode=0o644)
+    driver.put_file(access_key_line(order).encode(), key_file, mode=0o644)
     account = account_name(order)
     _access_tool(
         driver,

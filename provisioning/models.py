@@ -62,6 +62,8 @@ class RunStatus(models.TextChoices):
     PASSED = "passed", "passed"
     FAILED = "failed", "failed"  # the preflight ran and a check failed
     ERROR = "error", "error"  # the node could not be reached, timed out, or the run broke
+    # The order's own input (its SSH key) cannot be installed: the order's step fails, the node is fine.
+    REFUSED = "refused", "refused"
 
 
 class PreparationRun(models.Model):

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from provisioning.access import AccessKeyRefused, access_grant_on_node, access_handover, access_key_line
 from provisioning.bundle import node_bundle
 from provisioning.claims import Claim, run_claim, run_release
 from provisioning.drivers import driver_for
@@ -110,6 +111,8 @@ def _execute(claim: Claim) -> str | None:
     run = PreparationRun.objects.select_related("order__preparation", "node").get(pk=claim.run_id)
     try:
         status, report, error = _run_on_node(run, lost_workdir=claim.lost_workdir)
+    except AccessKeyRefused as exc:  # the order's own input: its step fails, the node is fine
+        status, report, error = RunStatus.REFUSED, None, str(exc)
     except DriverError as exc:  # unreachable, wrong host key, timed out: the node is not handed over
         status, report, error = RunStatus.ERROR, None, f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # an unexpected failure is recorded on the run, never left "running"
@@ -141,6 +144,7 @@ def _clear_lost_attempt(driver: Driver, workdir: str) -> str:
 
 def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, dict | None, str]:
     node, order = run.node, run.order
+    access_key_line(order)  # a key that cannot be installed fails before any node time is spent
     profile = {**(order.preparation.preflight_profile or {})}
     # The architecture the preparation promises (sm_100 for B200): a CPU development node can't have it.
     expect_arch = profile.pop("expect_arch", None) if node.preflight_device == "cuda" else None
@@ -212,8 +216,6 @@ def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, d
             summary = "; ".join(f"{c['name']}: {c.get('detail', '')}" for c in failed) or f"exit {result.exit_code}"
             return RunStatus.FAILED, report, f"the preflight failed: {summary}"[:2000]
         _progress(run, "granting access", 92)
-        from provisioning.access import access_grant_on_node  # access imports this module's models only
-
         access_grant_on_node(driver=driver, run=run)
         return RunStatus.PASSED, report, ""
 
@@ -236,8 +238,6 @@ def _gone(driver: Driver) -> str:
 def preparation_conclude(*, order_id: int, actor: str) -> str:
     """After a run ends: hand over when every node passed; move a failed node's lot to a free node;
     with none free, the order is `preparation_failed` and operators see it at once."""
-    from provisioning.access import access_handover
-
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()
@@ -255,15 +255,20 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
         if not bad:
             access_handover(order=order, runs=[latest[node_id] for node_id in held], now=now)
             return S.ACTIVE
-        for run in bad:  # the node is set aside with its report; its lot moves to a free node if there is one
+        refused = [run for run in bad if run.status == RunStatus.REFUSED]
+        broken = [run for run in bad if run.status != RunStatus.REFUSED]
+        for run in broken:  # the node is set aside with its report; its lot moves to a free node if there is one
             Node.objects.filter(pk=run.node_id).update(state=NodeState.FAILED, state_reason=run.error[:300])
             capacity.release_lots_on(order=order, node_id=run.node_id, now=now, reason=f"preflight: {run.status}")
+        if refused:  # the order's own input: any node would refuse it, so none is tried in turn or set aside
+            Node.objects.filter(pk__in=[run.node_id for run in refused]).update(
+                state=NodeState.AVAILABLE, state_reason=""
+            )
+            return _preparation_failed(order=order, runs=refused + broken, now=now)
         try:
-            replacements = capacity.reserve_lots(order=order, lots=len(bad), expires_at=None, now=now)
+            replacements = capacity.reserve_lots(order=order, lots=len(broken), expires_at=None, now=now)
         except capacity.SoldOut:
-            reason = "; ".join(f"{run.node.name}: {run.error[:200]}" for run in bad)
-            order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now)
-            return S.PREPARATION_FAILED
+            return _preparation_failed(order=order, runs=broken, now=now)
         new_runs = [
             PreparationRun.objects.create(order=order, node=reservation.node, requested_by=actor)
             for reservation in replacements
@@ -271,3 +276,10 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
         Node.objects.filter(pk__in=[r.node_id for r in replacements]).update(state=NodeState.PREPARING)
         _enqueue_on_commit(new_runs)
         return "moved"
+
+
+def _preparation_failed(*, order: Order, runs: list[PreparationRun], now: dt.datetime) -> str:
+    """The order waits for operators, the reason of each run that did not pass in its events."""
+    reason = "; ".join(f"{run.node.name}: {run.error[:200]}" for run in runs)
+    order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now)
+    return S.PREPARATION_FAILED

@@ -6,7 +6,8 @@
     python3 access.py show   --account o-b2k4mq9xd
 
 Each prints one JSON object on stdout. Exit status: 0 done, 1 failed, 2 usage error, 3 refused
-(the account exists but is not one of ours, or it is bound to another key).
+(the account exists but is not one of ours, or it is bound to another key), 4 the key is refused (not
+exactly one whole public key of a known type: the caller's input, the node is fine).
 
 grant: a Linux account named after the order (useradd: home /home/ACCOUNT, shell /bin/bash, no
 password, account expiry the day after the end), its ~/.ssh/authorized_keys holding exactly the
@@ -62,6 +63,10 @@ class Refused(Exception):
     """The request is understood but must not be carried out (exit 3)."""
 
 
+class KeyRefused(Refused):
+    """The caller's key itself is refused: its input, not the node (exit 4)."""
+
+
 class Failed(Exception):
     """Something on the node went wrong (exit 1)."""
 
@@ -91,27 +96,106 @@ def parse_expires(text: str) -> dt.datetime:
 
 
 def read_public_key(path: str) -> tuple[str, str]:
-    """(type, base64) of the single OpenSSH public key in the file; options and extra keys are refused."""
+    """(type, base64) of the single OpenSSH public key in the file; options and extra keys are refused.
+
+    The file is UTF-8 (a comment may be `josé@laptop`); only the type and the key data are installed."""
     try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read(16384)
-    except (OSError, UnicodeDecodeError) as error:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
         raise Failed(f"cannot read the key file {path}: {error}") from error
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise KeyRefused("the key file is not a regular file")
+        raw = os.read(fd, 16384)
+    finally:
+        os.close(fd)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KeyRefused("the key file is not UTF-8 text") from None
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     if len(lines) != 1:
-        raise Refused(f"the key file must hold exactly one public key, it holds {len(lines)} lines")
+        raise KeyRefused(f"the key file must hold exactly one public key, it holds {len(lines)} lines")
     fields = lines[0].split()
     if len(fields) < 2 or fields[0] not in KEY_TYPES:
-        raise Refused("the key must be a plain OpenSSH public key line (TYPE BASE64 [comment]), without options")
+        raise KeyRefused("the key must be a plain OpenSSH public key line (TYPE BASE64 [comment]), without options")
     key_type, data = fields[0], fields[1]
     try:
         blob = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise Refused("the key's base64 part is not valid") from None
-    name = key_type.encode()
-    if blob[:4] != len(name).to_bytes(4, "big") or blob[4 : 4 + len(name)] != name:
-        raise Refused(f"the key's data does not match its type {key_type}")
+        raise KeyRefused("the key's base64 part is not valid") from None
+    check_key_blob(key_type, blob)
     return key_type, data
+
+
+# The NIST curves of OpenSSH's ECDSA types: (name, field prime p, b); a = -3 on all three.
+CURVES = {
+    "ecdsa-sha2-nistp256": (
+        "nistp256",
+        2**256 - 2**224 + 2**192 + 2**96 - 1,
+        0x5AC635D8AA3A93E7B3EBBD55769886BC651D06B0CC53B0F63BCE3C3E27D2604B,
+    ),
+    "ecdsa-sha2-nistp384": (
+        "nistp384",
+        2**384 - 2**128 - 2**96 + 2**32 - 1,
+        0xB3312FA7E23EE7E4988E056BE3F82D19181D9C6EFE8141120314088F5013875AC656398D8A2ED19D2A85C8EDD3EC2AEF,
+    ),
+    "ecdsa-sha2-nistp521": (
+        "nistp521",
+        2**521 - 1,
+        int(
+            "0051953EB9618E1C9A1F929A21A0B68540EEA2DA725B99B315F3B8B489918EF1"
+            "09E156193951EC7E937B1652C0BD3BB1BF073573DF883D2C34F1EF451FD46B503F00",
+            16,
+        ),
+    ),
+}
+CURVES["sk-ecdsa-sha2-nistp256@openssh.com"] = CURVES["ecdsa-sha2-nistp256"]
+MIN_RSA_BITS = 2048
+
+
+def ssh_strings(blob: bytes) -> list:
+    """The length-prefixed strings a key blob is made of; a blob cut short is refused."""
+    fields, at = [], 0
+    while at < len(blob):
+        if at + 4 > len(blob):
+            raise KeyRefused("the key's data is cut short")
+        size = int.from_bytes(blob[at : at + 4], "big")
+        if at + 4 + size > len(blob):
+            raise KeyRefused("the key's data is cut short")
+        fields.append(blob[at + 4 : at + 4 + size])
+        at += 4 + size
+    return fields
+
+
+def on_curve(key_type: str, point: bytes) -> bool:
+    """An uncompressed point (0x04 | x | y) that satisfies y^2 = x^3 - 3x + b over the curve's field."""
+    _name, p, b = CURVES[key_type]
+    size = (p.bit_length() + 7) // 8
+    if len(point) != 1 + 2 * size or point[0] != 4:
+        return False
+    x, y = int.from_bytes(point[1 : 1 + size], "big"), int.from_bytes(point[1 + size :], "big")
+    return x < p and y < p and (y * y - (x * x * x - 3 * x + b)) % p == 0
+
+
+def check_key_blob(key_type: str, blob: bytes) -> None:
+    """The key's data is a whole key of its type, nothing more or less (sshd would not use it otherwise)."""
+    fields = ssh_strings(blob)
+    if not fields or fields[0] != key_type.encode():
+        raise KeyRefused(f"the key's data does not match its type {key_type}")
+    parts = fields[1:]
+    if key_type in ("ssh-ed25519", "sk-ssh-ed25519@openssh.com"):
+        expected = 2 if key_type.startswith("sk-") else 1  # security keys end with their application string
+        sound = len(parts) == expected and len(parts[0]) == 32
+    elif key_type in CURVES:
+        expected = 3 if key_type.startswith("sk-") else 2
+        sound = len(parts) == expected and parts[0] == CURVES[key_type][0].encode() and on_curve(key_type, parts[1])
+    else:  # ssh-rsa: exponent and modulus, positive integers
+        sound = len(parts) == 2 and all(part and not part[0] & 0x80 for part in parts)
+        if sound and int.from_bytes(parts[1], "big").bit_length() < MIN_RSA_BITS:
+            raise KeyRefused(f"RSA keys need at least {MIN_RSA_BITS} bits")
+    if not sound:
+        raise KeyRefused(f"the key's data is not a whole {key_type} key (damaged or incomplete)")
 
 
 def fingerprint(data: str) -> str:
@@ -465,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
             report = revoke(users, args.account)
         else:
             report = show(users, args.account)
+    except KeyRefused as error:
+        print(f"access.py: key refused: {error}", file=sys.stderr)
+        return 4
     except Refused as error:
         print(f"access.py: refused: {error}", file=sys.stderr)
         return 3

@@ -185,3 +185,16 @@ def test_a_broken_security_key_is_refused_as_damaged(make_blob, tmp_path):
 
     # When the shop parses it / Then it is refused, never stored for a node
     assert "damaged or incomplete" in refused_message(line)
+
+
+def test_the_comment_is_kept_readable_and_stripped_of_control_characters():
+    # Given a key whose comment holds accents, a tab, an escape sequence and a right-to-left override
+    line = openssh_line(ed25519.Ed25519PrivateKey.generate(), comment="")
+
+    # When it is parsed
+    key = parse_ssh_public_key(f"{line} josé@laptop\t\x1b[31m \u202eevil")
+
+    # Then the accents stay, the control and format characters are gone, and the key itself is untouched
+    assert key.comment == "josé@laptop [31m evil"
+    assert key.line == f"{line} josé@laptop [31m evil"
+    assert f"{key.key_type} {key.data}" == line
