@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 S = OrderStatus
 KEY_BACKSTOP = dt.timedelta(days=1)
 KEY_REFUSED = 4  # the access tool's exit status when the key itself is refused (the caller's input)
+# A revocation walks the node's local filesystems for the tenant's files: minutes on a node full of data.
+REVOKE_TIMEOUT_SECONDS = 1800
 
 
 class AccessKeyRefused(Exception):
@@ -49,11 +51,11 @@ def access_key_line(order: Order) -> str:
     return f"{key.key_type} {key.data}\n"
 
 
-def _access_tool(driver: Driver, node: Node, *args: str) -> None:
+def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -> None:
     argv = [node.python, f"{driver.workdir}/provisioning/node_tools/access.py", *args]
     if node.accounts_root:
         argv += ["--users-prefix", node.accounts_root]
-    result = driver.run(argv, timeout=120)
+    result = driver.run(argv, timeout=timeout)
     if result.exit_code == KEY_REFUSED:
         raise AccessKeyRefused(f"the node refused the customer's SSH key: {result.stderr.strip()[-500:]}")
     if result.exit_code != 0:
@@ -115,7 +117,7 @@ def access_revoke(*, grant_id: int) -> bool:
     with driver_for(grant.node) as driver:
         driver.put_file(b"", f"{driver.workdir}/.keep")
         _ensure_tool(driver)
-        _access_tool(driver, grant.node, "revoke", "--account", grant.account)
+        _access_tool(driver, grant.node, "revoke", "--account", grant.account, timeout=REVOKE_TIMEOUT_SECONDS)
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()

@@ -11,18 +11,24 @@ exactly one whole public key of a known type: the caller's input, the node is fi
 
 grant: a Linux account named after the order (useradd: home /home/ACCOUNT, shell /bin/bash, no
 password, account expiry the day after the end), its ~/.ssh/authorized_keys holding exactly the
-customer's key behind OpenSSH's expiry-time="YYYYMMDDHHMMZ" option; ~/.ssh 700, the file 600, both
-owned by the account. The key is bound to the account for its whole term (recorded in the account's
-comment field): granting again with it only refreshes the expiry; another key is refused.
-revoke: expire the account, remove its key, kill its processes, remove the account and its home.
-Both are idempotent.
+customer's key (type and data, read as UTF-8, parsed in full) behind OpenSSH's
+expiry-time="YYYYMMDDHHMMZ" option; ~/.ssh 700, the file 600, both owned by the account. The key is
+bound to the account for its whole term (recorded in the account's comment field): granting again with
+it only refreshes the expiry; another key is refused. Its uid (and its group's gid) is above every uid
+ever handed out on this node (the high-water mark in /var/lib/b200-access/uid-high-water) and every id
+in use: a uid is never reused, so a new account never owns what an old one left.
+revoke: expire the account, remove its key, kill its processes, remove every file it owns on the node's
+local writable filesystems (find -P -xdev: links are never followed, network and read-only mounts never
+walked), then the account and its home. Both are idempotent.
 
 --users-prefix DIR works on DIR/etc/{passwd,shadow,group,...} (useradd --prefix) with homes under
-DIR/home: the test suite's sandbox. In production there is no prefix: real accounts on the node.
+DIR/home and the high-water mark under DIR/var/lib: the test suite's sandbox, where revoke sweeps only
+/tmp, /var/tmp and /dev/shm (the machine's other filesystems are not the node's). In production there is
+no prefix: real accounts on the node.
 """
 
 # The node may run an older Python than the shop: keep this file to Python 3.8.
-# ruff: noqa: UP017, S603
+# ruff: noqa: UP017, S603, S108 - S108: the shared temp folders are swept here, never written
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ import binascii
 import contextlib
 import datetime as dt
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -56,6 +63,20 @@ KEY_TYPES = (
     "sk-ecdsa-sha2-nistp256@openssh.com",
 )
 FIRST_UID = 1000
+# Ids at and above this are nobody/nogroup and the invalid (uid_t)-1 of 16-bit days: never a high-water mark.
+NOBODY_ID = 65534
+# The highest uid ever handed out (under --users-prefix in the sandbox): a uid is never reused, so no new
+# account can own what an old one left anywhere.
+STATE_DIR = "/var/lib/b200-access"
+# The node's shared writable folders (on a node, swept with the rest of their filesystems; in the sandbox,
+# the only folders swept).
+SHARED_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# Filesystems on the node's own disks or memory. Anything else (nfs, cifs, fuse.*, ceph, lustre...) may be
+# shared with other machines and is never walked.
+LOCAL_FILESYSTEMS = frozenset(
+    ("ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "jfs", "reiserfs", "vfat", "exfat", "tmpfs", "ramfs")
+    + ("overlay", "mqueue")
+)
 TOOL_PATH = os.pathsep.join(["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
 
 
@@ -335,7 +356,139 @@ def _write_authorized_keys(ssh_fd: int, content: str, uid: int, gid: int) -> Non
     os.replace(partial, "authorized_keys", src_dir_fd=ssh_fd, dst_dir_fd=ssh_fd)
 
 
+# Uids: a high-water mark, never a reuse ----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def state_locked(users: Users):
+    """The node's access state, locked against a concurrent grant (the same order delivered twice)."""
+    directory = users.path(STATE_DIR)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield directory
+    finally:
+        os.close(fd)
+
+
+def _ids_in_use(users: Users) -> list:
+    """Every uid and gid of the user database (and, on a real node, of NSS) in the accounts' range."""
+    ids = [
+        int(fields[2])
+        for name in ("/etc/passwd", "/etc/group")
+        for fields in _records(users.path(name))
+        if len(fields) > 2 and fields[2].isdigit()
+    ]
+    if not users.prefix:
+        ids += [entry.pw_uid for entry in pwd.getpwall()]
+    return [value for value in ids if FIRST_UID <= value < NOBODY_ID or value > NOBODY_ID + 1]
+
+
+def uid_next(users: Users, directory: str) -> int:
+    """Above every uid and gid ever handed out here or in use now; recorded before it is used."""
+    path = os.path.join(directory, "uid-high-water")
+    try:
+        with open(path, encoding="ascii") as handle:
+            high = int(handle.read().strip() or 0)
+    except FileNotFoundError:
+        high = 0
+    uid = max([high, FIRST_UID - 1, *_ids_in_use(users)]) + 1
+    partial = f"{path}.{os.getpid()}"
+    with open(partial, "w", encoding="ascii") as handle:
+        handle.write(f"{uid}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+    return uid
+
+
+# Files a tenant leaves: removed wherever they are on the node's own filesystems -------------------
+
+
+def local_mounts(mountinfo: str) -> list:
+    """Mount points of writable local filesystems in /proc/self/mountinfo, those mounting a filesystem's
+    root first (a bind mount of a folder inside it is the same filesystem, swept once)."""
+    mounts = []
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 6 or not tail:
+            continue
+        fs_type, options = tail[0], fields[5].split(",")
+        if fs_type not in LOCAL_FILESYSTEMS or "ro" in options:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), fields[4])
+        mounts.append((fields[3] != "/", point))
+    return [point for _, point in sorted(mounts, key=lambda mount: mount[0])]
+
+
+def sweep_roots(users: Users) -> list:
+    """Where a tenant's files are looked for: every local filesystem of the node, once each; in the sandbox
+    (--users-prefix) the machine's filesystems are not the node's, so the shared temporary folders only."""
+    if users.prefix:
+        return [path for path in SHARED_TEMP_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+        mounts = local_mounts(handle.read())
+    roots, devices = [], set()
+    for path in mounts:
+        try:
+            info = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_dev not in devices:  # a bind mount: the same filesystem again
+            devices.add(info.st_dev)
+            roots.append(path)
+    return roots
+
+
+def _find(*args: str) -> subprocess.CompletedProcess:
+    program = shutil.which("find", path=TOOL_PATH)
+    if program is None:
+        raise Failed("find is not installed on this node")
+    return subprocess.run([program, *args], capture_output=True, timeout=3600, check=False)
+
+
+def _found(result: subprocess.CompletedProcess) -> list:
+    return [os.fsdecode(path) for path in result.stdout.split(b"\0") if path]
+
+
+def remove_owned(root: str, uid: int) -> dict:
+    """Remove everything under `root` owned by `uid`, on root's filesystem only (-xdev), never following a
+    link (-P: a link is removed, its target never touched). A folder of the uid goes with all it holds."""
+    # -delete implies -depth (a folder's contents first) and removes each entry relative to its folder's fd.
+    removed = len(_found(_find("-P", root, "-xdev", "-mindepth", "1", "-uid", str(uid), "-delete", "-print0")))
+    # The uid's folders that still hold something of another owner (root wrote into them, say).
+    kept = _find("-P", root, "-xdev", "-mindepth", "1", "-type", "d", "-uid", str(uid), "-prune", "-print0")
+    for folder in _found(kept):
+        removed += len(_found(_find("-P", folder, "-xdev", "-delete", "-print0")))
+    left = _find("-P", root, "-xdev", "-mindepth", "1", "-uid", str(uid), "-print0")
+    return {"root": root, "removed": removed, "left": _found(left)[:10]}
+
+
 # Commands --------------------------------------------------------------------------------------
+
+
+def _useradd(users: Users, account: str, key_fingerprint: str, expiry_day: str, uid: int):
+    return users.tool(
+        "useradd",
+        "--create-home",
+        "--home-dir",
+        f"/home/{account}",
+        "--shell",
+        "/bin/bash",
+        # '*': no password can ever match, and unlike '!' sshd does not read it as a locked account
+        "--password",
+        "*",
+        "--comment",
+        f"{MARKER} key={key_fingerprint[len('SHA256:') :]}",
+        "--expiredate",
+        expiry_day,
+        "--uid",
+        str(uid),
+        "--user-group",  # its group takes the same number, free too: above every gid in use
+        account,
+    )
 
 
 def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> dict:
@@ -345,27 +498,14 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
     entry = users.lookup(account)
     created = False
     if entry is None:
-        result = users.tool(
-            "useradd",
-            "--create-home",
-            "--home-dir",
-            f"/home/{account}",
-            "--shell",
-            "/bin/bash",
-            # '*': no password can ever match, and unlike '!' sshd does not read it as a locked account
-            "--password",
-            "*",
-            "--comment",
-            f"{MARKER} key={key_fingerprint[len('SHA256:') :]}",
-            "--expiredate",
-            expiry_day,
-            "--user-group",
-            account,
-        )
-        entry = users.lookup(account)
-        if entry is None:
-            raise Failed(f"useradd {account} failed: {result.stderr.strip() or result.stdout.strip()}")
-        created = result.returncode == 0
+        with state_locked(users) as directory:
+            entry = users.lookup(account)  # made meanwhile by a concurrent grant of the same order?
+            if entry is None:
+                result = _useradd(users, account, key_fingerprint, expiry_day, uid_next(users, directory))
+                entry = users.lookup(account)
+                if entry is None:
+                    raise Failed(f"useradd {account} failed: {result.stderr.strip() or result.stdout.strip()}")
+                created = result.returncode == 0
     if not managed(entry):
         raise Refused(f"the account {account} exists and was not created by this tool: not touching it")
     if bound_key(entry) != key_fingerprint:
@@ -469,6 +609,8 @@ def revoke(users: Users, account: str) -> dict:
     except OSError:
         pass
     killed = kill_processes(entry["uid"])
+    # Before the account goes: a revocation cut short runs again while the account still names the uid.
+    swept = [remove_owned(root, entry["uid"]) for root in sweep_roots(users)]
     result = users.tool("userdel", "--remove", account)
     for _ in range(5):
         if result.returncode != 8:  # 8: the user is still logged in (a process slipped through)
@@ -479,7 +621,14 @@ def revoke(users: Users, account: str) -> dict:
         raise Failed(f"userdel {account} failed: {result.stderr.strip() or result.stdout.strip()}")
     if entry["home"] == f"/home/{account}" and os.path.lexists(home):
         shutil.rmtree(home)  # userdel leaves files it could not remove (exit 12)
-    return {"account": account, "existed": True, "removed": True, "processes_killed": killed}
+    return {
+        "account": account,
+        "existed": True,
+        "removed": True,
+        "processes_killed": killed,
+        "files_removed": sum(sweep["removed"] for sweep in swept),
+        "files_left": [path for sweep in swept for path in sweep["left"]],
+    }
 
 
 def show(users: Users, account: str) -> dict:
