@@ -11,7 +11,7 @@ import logging
 import re
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from provisioning.drivers import driver_for
@@ -62,13 +62,41 @@ def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -
         raise DriverError(f"access tool {args[0]} failed ({result.exit_code}): {result.stderr.strip()[-500:]}")
 
 
+def _grant_row(*, driver: Driver, order: Order, node: Node, planned_end: dt.datetime) -> AccessGrant:
+    """The order's live grant row on the node, written before its account exists on the node."""
+    try:
+        with transaction.atomic():
+            grant, _ = AccessGrant.objects.get_or_create(
+                order=order,
+                node=node,
+                revoked_at=None,
+                defaults={
+                    "account": account_name(order),
+                    "host": node.host or "127.0.0.1",
+                    "port": node.port,
+                    "host_key_fingerprint": driver.host_key_fingerprint(),
+                    "ssh_key_fingerprint": order.ssh_key_fingerprint,
+                    "ends_at": planned_end,
+                },
+            )
+    except IntegrityError:  # the node's one live grant belongs to another order
+        other = AccessGrant.objects.live().filter(node=node).select_related("order").first()
+        holder = f"order {other.order.reference} ({other.account})" if other else "another order"
+        raise DriverError(f"{node.name} still carries the live access of {holder}: revoke it first") from None
+    if grant.withdrawing_since is not None:
+        raise DriverError(f"the access of {order.reference} on {node.name} is being withdrawn; retry once it is gone")
+    return grant
+
+
 def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
     """Create (or find) the order's account on the run's node. Idempotent."""
     order, node = run.order, run.node
     planned_end = timezone.now() + dt.timedelta(days=order.duration_days)
+    key_line = access_key_line(order)
+    grant = _grant_row(driver=driver, order=order, node=node, planned_end=planned_end)
     key_file = f"{driver.workdir}/customer.pub"
-    driver.put_file(access_key_line(order).encode(), key_file, mode=0o644)
-    account = account_name(order)
+    driver.put_file(key_line.encode(), key_file, mode=0o644)
+    account = grant.account
     _access_tool(
         driver,
         node,
@@ -80,19 +108,6 @@ def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
         "--expires",
         (planned_end + KEY_BACKSTOP).isoformat(),
     )
-    grant, _ = AccessGrant.objects.get_or_create(
-        order=order,
-        node=node,
-        revoked_at=None,
-        defaults={
-            "account": account,
-            "host": node.host or "127.0.0.1",
-            "port": node.port,
-            "host_key_fingerprint": driver.host_key_fingerprint(),
-            "ssh_key_fingerprint": order.ssh_key_fingerprint,
-            "ends_at": planned_end,
-        },
-    )
     return grant
 
 
@@ -102,22 +117,27 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
     order.ends_at = now + dt.timedelta(days=order.duration_days)
     order.save(update_fields=["active_since", "ends_at"])
     order_transition(order=order, to=S.ACTIVE, actor="system", reason="every node passed its preflight", now=now)
-    grants = list(order.access_grants.filter(revoked_at__isnull=True).select_related("node"))
+    nodes = [run.node_id for run in runs]
+    grants = list(order.access_grants.handed_over().filter(node__in=nodes).select_related("node"))
     AccessGrant.objects.filter(pk__in=[g.pk for g in grants]).update(ends_at=order.ends_at)
     Node.objects.filter(pk__in=[run.node_id for run in runs]).update(state=NodeState.IN_USE, state_reason="")
     manifest_create(order=order, runs=runs, grants=grants)
     email_enqueue(order_id=order.pk, name="access_ready")
 
 
-def access_revoke(*, grant_id: int) -> bool:
-    """Remove the account from its node; when the order's last grant goes, the rental has ended."""
-    grant = AccessGrant.objects.select_related("node", "order").filter(pk=grant_id, revoked_at__isnull=True).first()
-    if grant is None:
-        return False
+def _revoke_on_node(grant: AccessGrant) -> None:
     with driver_for(grant.node) as driver:
         driver.put_file(b"", f"{driver.workdir}/.keep")
         _ensure_tool(driver)
         _access_tool(driver, grant.node, "revoke", "--account", grant.account, timeout=REVOKE_TIMEOUT_SECONDS)
+
+
+def access_revoke(*, grant_id: int) -> bool:
+    """Remove the account from its node; when the order's last grant goes, the rental has ended."""
+    grant = AccessGrant.objects.handed_over().select_related("node", "order").filter(pk=grant_id).first()
+    if grant is None:
+        return False
+    _revoke_on_node(grant)
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()
@@ -128,6 +148,44 @@ def access_revoke(*, grant_id: int) -> bool:
         if order.status == S.ACTIVE and not order.access_grants.filter(revoked_at__isnull=True).exists():
             order_transition(
                 order=order, to=S.ENDED, actor="system", reason="the rental ended; access revoked", now=now
+            )
+    return True
+
+
+def access_withdraw_request(*, order: Order, node_ids: list[int] | None = None, now: dt.datetime) -> list[int]:
+    """The preparation did not hand over (on these nodes, or at all): its live grants are withdrawn, and each
+    node stays out of sale until the account is gone. Runs in the caller's transaction, under the node locks."""
+    grants = order.access_grants.live()
+    if node_ids is not None:
+        grants = grants.filter(node__in=node_ids)
+    grant_ids = list(grants.values_list("pk", flat=True))
+    AccessGrant.objects.filter(pk__in=grant_ids, withdrawing_since__isnull=True).update(withdrawing_since=now)
+    held = Node.objects.filter(access_grants__in=grant_ids).exclude(state=NodeState.FAILED)  # failed stays failed
+    held.update(state=NodeState.REVOKING, state_reason=f"removing the access given to {order.reference}")
+    access_withdraw_enqueue(grant_ids)
+    return grant_ids
+
+
+def access_withdraw_enqueue(grant_ids: list[int]) -> None:
+    from provisioning.tasks import access_withdraw_task
+
+    for grant_id in grant_ids:
+        transaction.on_commit(lambda grant_id=grant_id: access_withdraw_task.delay(grant_id), robust=True)
+
+
+def access_withdraw(*, grant_id: int) -> bool:
+    """Remove from its node an account made during a preparation that did not hand over; then the node
+    may be sold again (a node that failed stays failed for the operators)."""
+    grant = AccessGrant.objects.withdrawing().select_related("node").filter(pk=grant_id).first()
+    if grant is None:
+        return False
+    _revoke_on_node(grant)
+    with transaction.atomic():
+        capacity.lock_sellable_nodes()
+        AccessGrant.objects.filter(pk=grant.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        if not AccessGrant.objects.live().filter(node=grant.node_id).exists():
+            Node.objects.filter(pk=grant.node_id, state=NodeState.REVOKING).update(
+                state=NodeState.AVAILABLE, state_reason=""
             )
     return True
 
@@ -143,13 +201,13 @@ def _ensure_tool(driver: Driver) -> None:
 
 
 def grants_due(now: dt.datetime):
-    return AccessGrant.objects.filter(revoked_at__isnull=True, ends_at__lte=now)
+    return AccessGrant.objects.handed_over().filter(ends_at__lte=now)
 
 
 def reminders_due(now: dt.datetime) -> list[tuple[AccessGrant, int]]:
     """(grant, hours) for each reminder whose moment has come and that was not sent yet, one per order."""
     due, seen = [], set()
-    for grant in AccessGrant.objects.filter(revoked_at__isnull=True, ends_at__gt=now).select_related("order"):
+    for grant in AccessGrant.objects.handed_over().filter(ends_at__gt=now).select_related("order"):
         if grant.order_id in seen:
             continue
         left = (grant.ends_at - now).total_seconds() / 3600

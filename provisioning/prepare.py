@@ -18,12 +18,18 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from provisioning.access import AccessKeyRefused, access_grant_on_node, access_handover, access_key_line
+from provisioning.access import (
+    AccessKeyRefused,
+    access_grant_on_node,
+    access_handover,
+    access_key_line,
+    access_withdraw_request,
+)
 from provisioning.bundle import node_bundle
 from provisioning.claims import Claim, run_claim, run_release
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import CommandTimeout, Driver, DriverError
-from provisioning.models import Node, NodeState, PreparationRun, RunStatus
+from provisioning.models import AccessGrant, Node, NodeState, PreparationRun, RunStatus
 from shop import capacity
 from shop.models import Order, OrderStatus
 from shop.orders import order_transition
@@ -67,6 +73,9 @@ def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
 
 def _held_nodes(order: Order, now: dt.datetime) -> list[Node]:
     """The order's held nodes, topped up from free ones (a retry after a node failed). Needs the node locks."""
+    # A node whose access from the failed attempt is still being removed is not waited for: another is taken.
+    for node_id in AccessGrant.objects.withdrawing().filter(order=order).values_list("node_id", flat=True):
+        capacity.release_lots_on(order=order, node_id=node_id, now=now, reason="its earlier access is being removed")
     held = [r.node for r in order.reservations.filter(released_at__isnull=True).select_related("node")]
     missing = order.lots - len(held)
     if missing > 0:
@@ -260,6 +269,8 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
         for run in broken:  # the node is set aside with its report; its lot moves to a free node if there is one
             Node.objects.filter(pk=run.node_id).update(state=NodeState.FAILED, state_reason=run.error[:300])
             capacity.release_lots_on(order=order, node_id=run.node_id, now=now, reason=f"preflight: {run.status}")
+        # An account the grant step made before the run broke is removed (the row was written first).
+        access_withdraw_request(order=order, node_ids=[run.node_id for run in broken], now=now)
         if refused:  # the order's own input: any node would refuse it, so none is tried in turn or set aside
             Node.objects.filter(pk__in=[run.node_id for run in refused]).update(
                 state=NodeState.AVAILABLE, state_reason=""
@@ -279,7 +290,9 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
 
 
 def _preparation_failed(*, order: Order, runs: list[PreparationRun], now: dt.datetime) -> str:
-    """The order waits for operators, the reason of each run that did not pass in its events."""
+    """The order waits for operators, the reason of each run that did not pass in its events. Access given
+    on the nodes that passed is withdrawn: nobody holds access without an active order."""
     reason = "; ".join(f"{run.node.name}: {run.error[:200]}" for run in runs)
     order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now)
+    access_withdraw_request(order=order, now=now)
     return S.PREPARATION_FAILED

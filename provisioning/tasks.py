@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from provisioning.access import REVOKE_TIMEOUT_SECONDS, access_revoke, grants_due, reminders_due
+from provisioning.access import REVOKE_TIMEOUT_SECONDS, access_revoke, access_withdraw, grants_due, reminders_due
 from provisioning.drivers.base import DriverError
 from provisioning.models import AccessGrant, PreparationRun, RunStatus
 from provisioning.prepare import preparation_conclude, preparation_execute
@@ -47,6 +47,19 @@ def preparation_run_task(run_id: int) -> str | None:
 )
 def access_revoke_task(grant_id: int) -> bool:
     return access_revoke(grant_id=grant_id)
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(DriverError,),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=None,  # the node stays out of sale until the account is gone: keep trying
+    soft_time_limit=REVOKE_TIMEOUT_SECONDS + 60,
+    time_limit=REVOKE_TIMEOUT_SECONDS + 120,
+)
+def access_withdraw_task(grant_id: int) -> bool:
+    return access_withdraw(grant_id=grant_id)
 
 
 @shared_task(acks_late=True)

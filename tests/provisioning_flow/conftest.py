@@ -43,13 +43,8 @@ def local_node(make_node, sandbox_sshd):  # noqa: F811 - the sandboxed user data
     """A node on this machine (the local driver) whose customer accounts live in the sandboxed sshd's database."""
 
     def make(**fields):
-        return make_node(
-            python=sys.executable,
-            preflight_device="cpu",
-            gpu_count=2,
-            accounts_root=str(sandbox_sshd.sandbox),
-            **fields,
-        )
+        defaults = {"python": sys.executable, "preflight_device": "cpu", "gpu_count": 2}
+        return make_node(**{**defaults, "accounts_root": str(sandbox_sshd.sandbox), **fields})
 
     return make
 
