@@ -190,6 +190,23 @@ def access_withdraw(*, grant_id: int) -> bool:
     return True
 
 
+def access_withdrawals_resume(*, now: dt.datetime) -> int:
+    """Beat's safety net: withdrawals whose task was lost are sent again, and a live grant left on an order
+    that is neither preparing nor active (made before withdrawals existed) is withdrawn."""
+    since = now - dt.timedelta(seconds=settings.PREPARATION_STUCK_AFTER_SECONDS)
+    pending = list(AccessGrant.objects.withdrawing().filter(withdrawing_since__lt=since).values_list("pk", flat=True))
+    access_withdraw_enqueue(pending)
+    left = AccessGrant.objects.handed_over().exclude(order__status__in=(S.ACTIVE, S.PREPARING))
+    orders = set(left.values_list("order_id", flat=True))
+    for order_id in orders:
+        with transaction.atomic():
+            capacity.lock_sellable_nodes()
+            order = Order.objects.select_for_update().get(pk=order_id)
+            if order.status not in (S.ACTIVE, S.PREPARING):
+                access_withdraw_request(order=order, now=now)
+    return len(pending) + len(orders)
+
+
 def _ensure_tool(driver: Driver) -> None:
     """A revocation may run on a fresh driver workdir: ship the access tool there again."""
     from provisioning.bundle import node_bundle

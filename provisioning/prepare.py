@@ -15,7 +15,7 @@ import re
 import shlex
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from provisioning.access import (
@@ -26,7 +26,7 @@ from provisioning.access import (
     access_withdraw_request,
 )
 from provisioning.bundle import node_bundle
-from provisioning.claims import Claim, run_claim, run_release
+from provisioning.claims import Claim, run_claim, run_orphaned, run_release
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import CommandTimeout, Driver, DriverError
 from provisioning.models import AccessGrant, Node, NodeState, PreparationRun, RunStatus
@@ -37,6 +37,9 @@ from shop.orders import order_transition
 log = logging.getLogger(__name__)
 S = OrderStatus
 OPEN_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
+# The database went away for a moment (a failover, a dropped connection): the step is retried, and the node
+# is never blamed for it.
+TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 # A driver's scratch directory (ssh: mktemp's b200-node.XXXXXXXXXX, local: b200-node-XXXXXXXX).
 WORKDIR = re.compile(r"/[\w./-]*/b200-node[.-]\w+")
 # Kills what a lost attempt left running in its scratch directory on the node, then removes the directory.
@@ -53,22 +56,44 @@ class PreparationError(Exception):
 
 
 def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
-    """Paid (or failed before) -> preparing, one queued run per held node. Repeating it is harmless."""
+    """Paid (or failed before) -> preparing, one queued run per held node. On an order already preparing it
+    restarts what is stuck (the operator's button): repeating it is harmless."""
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()
         order = Order.objects.select_for_update().get(pk=order_id)
-        open_runs = list(order.preparation_runs.filter(status__in=OPEN_RUNS))
-        if order.status == S.PREPARING and open_runs:
-            return open_runs
-        if order.status not in (S.PAID, S.PREPARATION_FAILED):
+        if order.status == S.PREPARING:
+            runs = list(order.preparation_runs.filter(status__in=OPEN_RUNS))
+            _enqueue_on_commit(runs)  # a run a live worker holds is left to it (provisioning.claims)
+        elif order.status in (S.PAID, S.PREPARATION_FAILED):
+            nodes = _held_nodes(order, now)
+            order_transition(order=order, to=S.PREPARING, actor=actor, reason="preparation triggered", now=now)
+            runs = [PreparationRun.objects.create(order=order, node=node, requested_by=actor) for node in nodes]
+            Node.objects.filter(pk__in=[node.pk for node in nodes]).update(state=NodeState.PREPARING)
+            _enqueue_on_commit(runs)
+            return runs
+        else:
             raise PreparationError(f"order {order.reference} is {order.status}: only a paid order is prepared")
-        nodes = _held_nodes(order, now)
-        order_transition(order=order, to=S.PREPARING, actor=actor, reason="preparation triggered", now=now)
-        runs = [PreparationRun.objects.create(order=order, node=node, requested_by=actor) for node in nodes]
-        Node.objects.filter(pk__in=[node.pk for node in nodes]).update(state=NodeState.PREPARING)
-        _enqueue_on_commit(runs)
+    if not runs:  # every run ended, yet the order did not move on (the database failed in between)
+        preparation_conclude(order_id=order_id, actor=actor)
     return runs
+
+
+def preparations_resume_stuck(*, now: dt.datetime) -> int:
+    """Beat's safety net: runs whose task was lost (queued for too long, or running with no live worker)
+    start again, and orders whose runs all ended are moved on. Returns how many it resumed."""
+    since = now - dt.timedelta(seconds=settings.PREPARATION_STUCK_AFTER_SECONDS)
+    runs = list(PreparationRun.objects.filter(status=RunStatus.QUEUED, created_at__lt=since))
+    running = PreparationRun.objects.filter(status=RunStatus.RUNNING, started_at__lt=since)
+    runs += [run for run in running if run_orphaned(run, now=now)]
+    _enqueue_on_commit(runs)
+    ended = Order.objects.filter(status=S.PREPARING, updated_at__lt=since).exclude(
+        preparation_runs__status__in=OPEN_RUNS
+    )
+    orders = list(ended.values_list("pk", flat=True))
+    for order_id in orders:
+        preparation_conclude(order_id=order_id, actor="system")
+    return len(runs) + len(orders)
 
 
 def _held_nodes(order: Order, now: dt.datetime) -> list[Node]:
@@ -109,6 +134,10 @@ def preparation_execute(*, run_id: int) -> str | None:
     a run whose worker died starts over as its next attempt (provisioning.claims)."""
     claim = run_claim(run_id=run_id)
     if claim is None:
+        # Finished: its outcome may not have reached the order (the database failed in between).
+        finished = PreparationRun.objects.exclude(status__in=OPEN_RUNS).filter(pk=run_id).first()
+        if finished is not None:
+            preparation_conclude(order_id=finished.order_id, actor=finished.requested_by)
         return None
     try:
         return _execute(claim)
@@ -120,6 +149,8 @@ def _execute(claim: Claim) -> str | None:
     run = PreparationRun.objects.select_related("order__preparation", "node").get(pk=claim.run_id)
     try:
         status, report, error = _run_on_node(run, lost_workdir=claim.lost_workdir)
+    except TRANSIENT_DB_ERRORS:
+        raise  # the database, not the node: the task runs the preparation again as its next attempt
     except AccessKeyRefused as exc:  # the order's own input: its step fails, the node is fine
         status, report, error = RunStatus.REFUSED, None, str(exc)
     except DriverError as exc:  # unreachable, wrong host key, timed out: the node is not handed over

@@ -11,7 +11,12 @@ from django.db import transaction
 
 from shop.models import Order
 from shop.orders import OrderPaymentOutcome, order_payment_outcome
-from tests.provisioning_flow.node_faults import fast_preparation, node_on, private_sshd  # noqa: F401 - fixtures
+from tests.provisioning_flow.node_faults import (  # noqa: F401 - fixtures
+    fast_preparation,
+    node_on,
+    private_sshd,
+    workers,
+)
 from tests.sshd import sandbox_sshd  # noqa: F401 - the session fixture
 
 
