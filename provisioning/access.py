@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from provisioning import node_tools
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import Driver, DriverError
 from provisioning.manifest import manifest_create
@@ -51,8 +52,27 @@ def access_key_line(order: Order) -> str:
     return f"{key.key_type} {key.data}\n"
 
 
+def access_tool_check(*, driver: Driver, node: Node) -> None:
+    """A login that is not root runs the access tool installed on the node (sudo): it must be this shop's
+    version, or grants and revocations would follow other rules. Checked before any work on the node."""
+    if not node.access_tool:
+        return
+    try:
+        installed = driver.get_file(node.access_tool)
+    except DriverError as exc:
+        raise DriverError(f"{node.name}: no access tool at {node.access_tool} ({exc}): install it (README)") from None
+    if installed != node_tools.source("access.py"):
+        raise DriverError(
+            f"the access tool at {node.access_tool} on {node.name} is not this shop's version: install it again "
+            "from provisioning/node_tools/access.py (README: Production)"
+        )
+
+
 def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -> None:
-    argv = [node.python, f"{driver.workdir}/provisioning/node_tools/access.py", *args]
+    if node.access_tool:  # a login that is not root: only this command runs as root (README's sudo rule)
+        argv = ["sudo", "-n", node.access_tool, *args]
+    else:
+        argv = [node.python, f"{driver.workdir}/provisioning/node_tools/access.py", *args]
     if node.accounts_root:
         argv += ["--users-prefix", node.accounts_root]
     result = driver.run(argv, timeout=timeout)
@@ -94,6 +114,7 @@ def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
     planned_end = timezone.now() + dt.timedelta(days=order.duration_days)
     key_line = access_key_line(order)
     grant = _grant_row(driver=driver, order=order, node=node, planned_end=planned_end)
+    access_tool_check(driver=driver, node=node)
     key_file = f"{driver.workdir}/customer.pub"
     driver.put_file(key_line.encode(), key_file, mode=0o644)
     account = grant.account
@@ -128,7 +149,10 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
 def _revoke_on_node(grant: AccessGrant) -> None:
     with driver_for(grant.node) as driver:
         driver.put_file(b"", f"{driver.workdir}/.keep")
-        _ensure_tool(driver)
+        if grant.node.access_tool:
+            access_tool_check(driver=driver, node=grant.node)
+        else:
+            _ensure_tool(driver)
         _access_tool(driver, grant.node, "revoke", "--account", grant.account, timeout=REVOKE_TIMEOUT_SECONDS)
 
 

@@ -47,6 +47,15 @@ class Node(models.Model):
         blank=True,
         help_text="Empty: customer accounts are real accounts on the node. A directory: a sandboxed user database.",
     )
+    access_tool = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text=(
+            "Empty: the login is root and runs the access tool copied with each preparation. A path (e.g. "
+            "/usr/local/sbin/b200-access): the login is not root; this shop's access tool, installed there by "
+            "root, runs with `sudo -n` under the README's sudo rule."
+        ),
+    )
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.AVAILABLE)
     state_reason = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -23,6 +23,7 @@ from provisioning.access import (
     access_grant_on_node,
     access_handover,
     access_key_line,
+    access_tool_check,
     access_withdraw_request,
 )
 from provisioning.bundle import node_bundle
@@ -198,6 +199,7 @@ def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, d
         _progress(
             run, "copying the preflight", 10, f"connected to {node.name}, host key {driver.host_key_fingerprint()}"
         )
+        access_tool_check(driver=driver, node=node)  # an outdated installed tool stops the run before the preflight
         if lost_workdir:
             _progress(run, "copying the preflight", 10, _clear_lost_attempt(driver, lost_workdir))
         driver.put_file(node_bundle(), f"{work}/bundle.tar.gz")

@@ -234,6 +234,8 @@ class Users:
         prefix = (prefix or "").rstrip("/")
         if prefix and not (os.path.isabs(prefix) and os.path.isfile(prefix + "/etc/passwd")):
             raise Failed(f"--users-prefix {prefix}: no etc/passwd there")
+        if prefix and os.environ.get("SUDO_UID", "0") != "0":
+            only_root_writes(prefix + "/etc/passwd")
         self.prefix = prefix
 
     def path(self, path: str) -> str:
@@ -266,6 +268,21 @@ class Users:
             raise Failed(f"{name} is not installed on this node")
         prefix = ["--prefix", self.prefix] if self.prefix else []
         return subprocess.run([program, *prefix, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def only_root_writes(path: str) -> None:
+    """Run through sudo by a login that is not root, the tool must not trust a user database that login
+    could have written (its entries could name any uid, whose processes and files a revocation removes):
+    every folder from / down to the file is a real folder owned by root that nobody else may write into
+    (a sticky folder such as /tmp excepted), and so is the file."""
+    current = "/"
+    for part in [part for part in path.split("/") if part]:
+        current = os.path.join(current, part)
+        info = os.lstat(current)
+        sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX and current != path
+        writable_by_others = info.st_mode & 0o022 and not sticky
+        if stat.S_ISLNK(info.st_mode) or info.st_uid != 0 or writable_by_others:
+            raise Failed(f"--users-prefix: {current} is not a root-owned path that only root writes into")
 
 
 def _records(path: str):
