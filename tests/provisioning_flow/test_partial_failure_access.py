@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from provisioning.access import account_name
 from provisioning.models import AccessGrant, NodeState, PreparationRun
+from provisioning.tasks import preparation_resume_stuck_task
 from shop.models import OrderStatus
 from shop.orders import order_cancel
 from tests.provisioning_flow.node_faults import prepare
@@ -80,3 +81,28 @@ def test_no_account_is_made_on_a_node_whose_grant_row_cannot_be_written(
     run_ = PreparationRun.objects.get(order=order)
     assert run_.status == "error" and earlier.reference in run_.error, run_.error
     assert order.status == OrderStatus.PREPARATION_FAILED
+
+
+@pytest.mark.django_db
+def test_beat_withdraws_access_left_live_on_an_order_that_is_neither_active_nor_preparing(
+    local_node, fast_preparation, paid_order, operator, client, sandbox_sshd, django_capture_on_commit_callbacks
+):
+    # Given what the shop left before withdrawals existed: a cancelled order whose account still lives on a
+    # node that is for sale again
+    node = local_node(name="left-granted")
+    order = paid_order(preparation=fast_preparation)
+    prepare(client, operator, order, django_capture_on_commit_callbacks)
+    assert sandbox_sshd.entry("passwd", account_name(order)) is not None
+    type(order).objects.filter(pk=order.pk).update(status=OrderStatus.CANCELLED)
+    order.reservations.update(released_at=timezone.now())
+    type(node).objects.filter(pk=node.pk).update(state=NodeState.AVAILABLE)
+
+    # When beat's periodic pass runs
+    with django_capture_on_commit_callbacks(execute=True):
+        preparation_resume_stuck_task()
+
+    # Then the account is gone, its grant revoked, and the node is for sale without it
+    assert sandbox_sshd.entry("passwd", account_name(order)) is None
+    assert not AccessGrant.objects.filter(order=order, revoked_at__isnull=True).exists()
+    node.refresh_from_db()
+    assert node.state == NodeState.AVAILABLE
