@@ -52,20 +52,28 @@ def access_key_line(order: Order) -> str:
     return f"{key.key_type} {key.data}\n"
 
 
-def access_tool_check(*, driver: Driver, node: Node) -> None:
-    """A login that is not root runs the access tool installed on the node (sudo): it must be this shop's
-    version, or grants and revocations would follow other rules. Checked before any work on the node."""
+def access_tool_problem(*, driver: Driver, node: Node) -> str:
+    """A login that is not root runs the access tool installed on the node (sudo): what is wrong with that
+    copy, if anything ("" when it is this shop's version, or when the login is root)."""
     if not node.access_tool:
-        return
+        return ""
     try:
         installed = driver.get_file(node.access_tool)
     except DriverError as exc:
-        raise DriverError(f"{node.name}: no access tool at {node.access_tool} ({exc}): install it (README)") from None
+        return f"{node.name}: no access tool at {node.access_tool} ({exc}): install it (README: Production)"
     if installed != node_tools.source("access.py"):
-        raise DriverError(
+        return (
             f"the access tool at {node.access_tool} on {node.name} is not this shop's version: install it again "
             "from provisioning/node_tools/access.py (README: Production)"
         )
+    return ""
+
+
+def access_tool_check(*, driver: Driver, node: Node) -> None:
+    """Grants follow this shop's rules only: checked before any work on the node."""
+    problem = access_tool_problem(driver=driver, node=node)
+    if problem:
+        raise DriverError(problem)
 
 
 def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -> None:
@@ -113,8 +121,8 @@ def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
     order, node = run.order, run.node
     planned_end = timezone.now() + dt.timedelta(days=order.duration_days)
     key_line = access_key_line(order)
-    grant = _grant_row(driver=driver, order=order, node=node, planned_end=planned_end)
     access_tool_check(driver=driver, node=node)
+    grant = _grant_row(driver=driver, order=order, node=node, planned_end=planned_end)
     key_file = f"{driver.workdir}/customer.pub"
     driver.put_file(key_line.encode(), key_file, mode=0o644)
     account = grant.account
@@ -149,10 +157,11 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
 def _revoke_on_node(grant: AccessGrant) -> None:
     with driver_for(grant.node) as driver:
         driver.put_file(b"", f"{driver.workdir}/.keep")
-        if grant.node.access_tool:
-            access_tool_check(driver=driver, node=grant.node)
-        else:
+        if not grant.node.access_tool:
             _ensure_tool(driver)
+        elif problem := access_tool_problem(driver=driver, node=grant.node):
+            # Taking access away comes first: an older copy still removes the account.
+            log.warning("revoking %s with the node's own access tool: %s", grant.account, problem)
         _access_tool(driver, grant.node, "revoke", "--account", grant.account, timeout=REVOKE_TIMEOUT_SECONDS)
 
 

@@ -70,7 +70,9 @@ def test_a_non_root_login_hands_access_over_and_takes_it_back_through_the_readme
     with customer_session(sandbox_sshd, order, customer_key[0]) as session:
         assert session.run(["id", "-un"], timeout=30).stdout == f"{account_name(order)}\n"
 
-    # When the rental ends
+    # When the rental ends, an older copy of the tool having been installed meanwhile (access is taken away
+    # whatever the copy: only grants insist on the shop's own version)
+    sandbox_sshd.install_access_tool(node_tools.source("access.py") + b"\n# an older release\n")
     AccessGrant.objects.filter(pk=grant.pk).update(ends_at=timezone.now() - dt.timedelta(seconds=1))
     assert access_revoke(grant_id=grant.pk) is True
 
