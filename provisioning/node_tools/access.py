@@ -63,7 +63,7 @@ KEY_TYPES = (
     "sk-ecdsa-sha2-nistp256@openssh.com",
 )
 FIRST_UID = 1000
-# Ids at and above this are nobody/nogroup and the invalid (uid_t)-1 of 16-bit days: never a high-water mark.
+# nobody/nogroup (65534) and the invalid 16-bit (uid_t)-1 (65535) are never a high-water mark.
 NOBODY_ID = 65534
 # The highest uid ever handed out (under --users-prefix in the sandbox): a uid is never reused, so no new
 # account can own what an old one left anywhere.
