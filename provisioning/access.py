@@ -11,9 +11,10 @@ import logging
 import re
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from provisioning import node_tools
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import Driver, DriverError
 from provisioning.manifest import manifest_create
@@ -22,10 +23,18 @@ from shop import capacity
 from shop.models import Order, OrderStatus
 from shop.orders import order_transition
 from shop.outbox import email_enqueue
+from shop.sshkeys import SshKeyError, parse_ssh_public_key
 
 log = logging.getLogger(__name__)
 S = OrderStatus
 KEY_BACKSTOP = dt.timedelta(days=1)
+KEY_REFUSED = 4  # the access tool's exit status when the key itself is refused (the caller's input)
+# A revocation walks the node's local filesystems for the tenant's files: minutes on a node full of data.
+REVOKE_TIMEOUT_SECONDS = 1800
+
+
+class AccessKeyRefused(Exception):
+    """The order's SSH key cannot be installed: the order's own input, never the node's fault."""
 
 
 def account_name(order: Order) -> str:
@@ -33,22 +42,90 @@ def account_name(order: Order) -> str:
     return "o-" + re.sub(r"[^a-z0-9]", "", order.reference.lower())
 
 
-def _access_tool(driver: Driver, node: Node, *args: str) -> None:
-    argv = [node.python, f"{driver.workdir}/provisioning/node_tools/access.py", *args]
+def access_key_line(order: Order) -> str:
+    """What goes to the node: exactly the key's type and data (the comment stays in the shop), checked
+    again with today's rules (an order may be older than them)."""
+    try:
+        key = parse_ssh_public_key(order.ssh_public_key)
+    except SshKeyError as exc:
+        raise AccessKeyRefused(f"the customer's SSH key cannot be installed: {exc}") from None
+    return f"{key.key_type} {key.data}\n"
+
+
+def access_tool_problem(*, driver: Driver, node: Node) -> str:
+    """A login that is not root runs the access tool installed on the node (sudo): what is wrong with that
+    copy, if anything ("" when it is this shop's version, or when the login is root)."""
+    if not node.access_tool:
+        return ""
+    try:
+        installed = driver.get_file(node.access_tool)
+    except DriverError as exc:
+        return f"{node.name}: no access tool at {node.access_tool} ({exc}): install it (README: Production)"
+    if installed != node_tools.source("access.py"):
+        return (
+            f"the access tool at {node.access_tool} on {node.name} is not this shop's version: install it again "
+            "from provisioning/node_tools/access.py (README: Production)"
+        )
+    return ""
+
+
+def access_tool_check(*, driver: Driver, node: Node) -> None:
+    """Grants follow this shop's rules only: checked before any work on the node."""
+    problem = access_tool_problem(driver=driver, node=node)
+    if problem:
+        raise DriverError(problem)
+
+
+def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -> None:
+    if node.access_tool:  # a login that is not root: only this command runs as root (README's sudo rule)
+        argv = ["sudo", "-n", node.access_tool, *args]
+    else:
+        argv = [node.python, f"{driver.workdir}/provisioning/node_tools/access.py", *args]
     if node.accounts_root:
         argv += ["--users-prefix", node.accounts_root]
-    result = driver.run(argv, timeout=120)
+    result = driver.run(argv, timeout=timeout)
+    if result.exit_code == KEY_REFUSED:
+        raise AccessKeyRefused(f"the node refused the customer's SSH key: {result.stderr.strip()[-500:]}")
     if result.exit_code != 0:
         raise DriverError(f"access tool {args[0]} failed ({result.exit_code}): {result.stderr.strip()[-500:]}")
+
+
+def _grant_row(*, driver: Driver, order: Order, node: Node, planned_end: dt.datetime) -> AccessGrant:
+    """The order's live grant row on the node, written before its account exists on the node."""
+    try:
+        with transaction.atomic():
+            grant, _ = AccessGrant.objects.get_or_create(
+                order=order,
+                node=node,
+                revoked_at=None,
+                defaults={
+                    "account": account_name(order),
+                    "host": node.host or "127.0.0.1",
+                    "port": node.port,
+                    "host_key_fingerprint": driver.host_key_fingerprint(),
+                    "ssh_key_fingerprint": order.ssh_key_fingerprint,
+                    "ends_at": planned_end,
+                },
+            )
+    except IntegrityError:  # the node's one live grant belongs to another order
+        other = AccessGrant.objects.live().filter(node=node).select_related("order").first()
+        holder = f"order {other.order.reference} ({other.account})" if other else "another order"
+        raise DriverError(f"{node.name} still carries the live access of {holder}: revoke it first") from None
+    if grant.withdrawing_since is not None:
+        raise DriverError(f"the access of {order.reference} on {node.name} is being withdrawn; retry once it is gone")
+    return grant
 
 
 def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
     """Create (or find) the order's account on the run's node. Idempotent."""
     order, node = run.order, run.node
     planned_end = timezone.now() + dt.timedelta(days=order.duration_days)
+    key_line = access_key_line(order)
+    access_tool_check(driver=driver, node=node)
+    grant = _grant_row(driver=driver, order=order, node=node, planned_end=planned_end)
     key_file = f"{driver.workdir}/customer.pub"
-    driver.put_file((order.ssh_public_key.strip() + "\n").encode(), key_file, mode=0o644)
-    account = account_name(order)
+    driver.put_file(key_line.encode(), key_file, mode=0o644)
+    account = grant.account
     _access_tool(
         driver,
         node,
@@ -60,19 +137,6 @@ def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
         "--expires",
         (planned_end + KEY_BACKSTOP).isoformat(),
     )
-    grant, _ = AccessGrant.objects.get_or_create(
-        order=order,
-        node=node,
-        revoked_at=None,
-        defaults={
-            "account": account,
-            "host": node.host or "127.0.0.1",
-            "port": node.port,
-            "host_key_fingerprint": driver.host_key_fingerprint(),
-            "ssh_key_fingerprint": order.ssh_key_fingerprint,
-            "ends_at": planned_end,
-        },
-    )
     return grant
 
 
@@ -82,22 +146,31 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
     order.ends_at = now + dt.timedelta(days=order.duration_days)
     order.save(update_fields=["active_since", "ends_at"])
     order_transition(order=order, to=S.ACTIVE, actor="system", reason="every node passed its preflight", now=now)
-    grants = list(order.access_grants.filter(revoked_at__isnull=True).select_related("node"))
+    nodes = [run.node_id for run in runs]
+    grants = list(order.access_grants.handed_over().filter(node__in=nodes).select_related("node"))
     AccessGrant.objects.filter(pk__in=[g.pk for g in grants]).update(ends_at=order.ends_at)
     Node.objects.filter(pk__in=[run.node_id for run in runs]).update(state=NodeState.IN_USE, state_reason="")
     manifest_create(order=order, runs=runs, grants=grants)
     email_enqueue(order_id=order.pk, name="access_ready")
 
 
-def access_revoke(*, grant_id: int) -> bool:
-    """Remove the account from its node; when the order's last grant goes, the rental has ended."""
-    grant = AccessGrant.objects.select_related("node", "order").filter(pk=grant_id, revoked_at__isnull=True).first()
-    if grant is None:
-        return False
+def _revoke_on_node(grant: AccessGrant) -> None:
     with driver_for(grant.node) as driver:
         driver.put_file(b"", f"{driver.workdir}/.keep")
-        _ensure_tool(driver)
-        _access_tool(driver, grant.node, "revoke", "--account", grant.account)
+        if not grant.node.access_tool:
+            _ensure_tool(driver)
+        elif problem := access_tool_problem(driver=driver, node=grant.node):
+            # Taking access away comes first: an older copy still removes the account.
+            log.warning("revoking %s with the node's own access tool: %s", grant.account, problem)
+        _access_tool(driver, grant.node, "revoke", "--account", grant.account, timeout=REVOKE_TIMEOUT_SECONDS)
+
+
+def access_revoke(*, grant_id: int) -> bool:
+    """Remove the account from its node; when the order's last grant goes, the rental has ended."""
+    grant = AccessGrant.objects.handed_over().select_related("node", "order").filter(pk=grant_id).first()
+    if grant is None:
+        return False
+    _revoke_on_node(grant)
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()
@@ -112,6 +185,61 @@ def access_revoke(*, grant_id: int) -> bool:
     return True
 
 
+def access_withdraw_request(*, order: Order, node_ids: list[int] | None = None, now: dt.datetime) -> list[int]:
+    """The preparation did not hand over (on these nodes, or at all): its live grants are withdrawn, and each
+    node stays out of sale until the account is gone. Runs in the caller's transaction, under the node locks."""
+    grants = order.access_grants.live()
+    if node_ids is not None:
+        grants = grants.filter(node__in=node_ids)
+    grant_ids = list(grants.values_list("pk", flat=True))
+    AccessGrant.objects.filter(pk__in=grant_ids, withdrawing_since__isnull=True).update(withdrawing_since=now)
+    held = Node.objects.filter(access_grants__in=grant_ids).exclude(state=NodeState.FAILED)  # failed stays failed
+    held.update(state=NodeState.REVOKING, state_reason=f"removing the access given to {order.reference}")
+    access_withdraw_enqueue(grant_ids)
+    return grant_ids
+
+
+def access_withdraw_enqueue(grant_ids: list[int]) -> None:
+    from provisioning.tasks import access_withdraw_task
+
+    for grant_id in grant_ids:
+        transaction.on_commit(lambda grant_id=grant_id: access_withdraw_task.delay(grant_id), robust=True)
+
+
+def access_withdraw(*, grant_id: int) -> bool:
+    """Remove from its node an account made during a preparation that did not hand over; then the node
+    may be sold again (a node that failed stays failed for the operators)."""
+    grant = AccessGrant.objects.withdrawing().select_related("node").filter(pk=grant_id).first()
+    if grant is None:
+        return False
+    _revoke_on_node(grant)
+    with transaction.atomic():
+        capacity.lock_sellable_nodes()
+        AccessGrant.objects.filter(pk=grant.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        if not AccessGrant.objects.live().filter(node=grant.node_id).exists():
+            Node.objects.filter(pk=grant.node_id, state=NodeState.REVOKING).update(
+                state=NodeState.AVAILABLE, state_reason=""
+            )
+    return True
+
+
+def access_withdrawals_resume(*, now: dt.datetime) -> int:
+    """Beat's safety net: withdrawals whose task was lost are sent again, and a live grant left on an order
+    that is neither preparing nor active (made before withdrawals existed) is withdrawn."""
+    since = now - dt.timedelta(seconds=settings.PREPARATION_STUCK_AFTER_SECONDS)
+    pending = list(AccessGrant.objects.withdrawing().filter(withdrawing_since__lt=since).values_list("pk", flat=True))
+    access_withdraw_enqueue(pending)
+    left = AccessGrant.objects.handed_over().exclude(order__status__in=(S.ACTIVE, S.PREPARING))
+    orders = set(left.values_list("order_id", flat=True))
+    for order_id in orders:
+        with transaction.atomic():
+            capacity.lock_sellable_nodes()
+            order = Order.objects.select_for_update().get(pk=order_id)
+            if order.status not in (S.ACTIVE, S.PREPARING):
+                access_withdraw_request(order=order, now=now)
+    return len(pending) + len(orders)
+
+
 def _ensure_tool(driver: Driver) -> None:
     """A revocation may run on a fresh driver workdir: ship the access tool there again."""
     from provisioning.bundle import node_bundle
@@ -123,13 +251,13 @@ def _ensure_tool(driver: Driver) -> None:
 
 
 def grants_due(now: dt.datetime):
-    return AccessGrant.objects.filter(revoked_at__isnull=True, ends_at__lte=now)
+    return AccessGrant.objects.handed_over().filter(ends_at__lte=now)
 
 
 def reminders_due(now: dt.datetime) -> list[tuple[AccessGrant, int]]:
     """(grant, hours) for each reminder whose moment has come and that was not sent yet, one per order."""
     due, seen = [], set()
-    for grant in AccessGrant.objects.filter(revoked_at__isnull=True, ends_at__gt=now).select_related("order"):
+    for grant in AccessGrant.objects.handed_over().filter(ends_at__gt=now).select_related("order"):
         if grant.order_id in seen:
             continue
         left = (grant.ends_at - now).total_seconds() / 3600

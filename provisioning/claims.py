@@ -71,6 +71,17 @@ def run_claim(*, run_id: int) -> Claim | None:
     return claim
 
 
+def run_orphaned(run: PreparationRun, *, now: dt.datetime) -> bool:
+    """A `running` run that no live worker holds: its task failed for good or was lost with its worker."""
+    locked = _try_lock(run.pk)
+    if locked:
+        _unlock(run.pk)
+        return True
+    if locked is False:
+        return False  # a live attempt holds it
+    return run.started_at is None or now - run.started_at > run_hard_limit()
+
+
 def run_release(claim: Claim) -> None:
     if claim.locked:
         # A connection that broke took the lock with it.

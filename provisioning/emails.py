@@ -8,5 +8,5 @@ from shop.outbox import email_context
 
 @email_context("access_ready", "access_ending")
 def access_email_context(order: Order, params: dict) -> dict:
-    grants = list(order.access_grants.filter(revoked_at__isnull=True).select_related("node"))
+    grants = list(order.access_grants.handed_over().select_related("node"))
     return {"grants": grants, "hours": params.get("hours")}

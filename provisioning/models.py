@@ -18,10 +18,12 @@ class NodeState(models.TextChoices):
     IN_USE = "in_use", "in use"
     MAINTENANCE = "maintenance", "maintenance"
     FAILED = "failed", "failed"
+    # Access given during a preparation that did not hand over is being removed from the node.
+    REVOKING = "revoking", "revoking access"
 
 
 # Nodes in these states are never offered for sale.
-UNSELLABLE_STATES = (NodeState.MAINTENANCE, NodeState.FAILED)
+UNSELLABLE_STATES = (NodeState.MAINTENANCE, NodeState.FAILED, NodeState.REVOKING)
 
 
 class Node(models.Model):
@@ -45,6 +47,15 @@ class Node(models.Model):
         blank=True,
         help_text="Empty: customer accounts are real accounts on the node. A directory: a sandboxed user database.",
     )
+    access_tool = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text=(
+            "Empty: the login is root and runs the access tool copied with each preparation. A path (e.g. "
+            "/usr/local/sbin/b200-access): the login is not root; this shop's access tool, installed there by "
+            "root, runs with `sudo -n` under the README's sudo rule."
+        ),
+    )
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.AVAILABLE)
     state_reason = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -62,6 +73,8 @@ class RunStatus(models.TextChoices):
     PASSED = "passed", "passed"
     FAILED = "failed", "failed"  # the preflight ran and a check failed
     ERROR = "error", "error"  # the node could not be reached, timed out, or the run broke
+    # The order's own input (its SSH key) cannot be installed: the order's step fails, the node is fine.
+    REFUSED = "refused", "refused"
 
 
 class PreparationRun(models.Model):
@@ -102,8 +115,24 @@ class PreparationRun(models.Model):
         return f"run {self.pk}: {self.order_id} on {self.node_id} ({self.status})"
 
 
+class AccessGrantQuerySet(models.QuerySet):
+    def live(self) -> AccessGrantQuerySet:
+        """Rows whose account may exist on the node: each is revoked some day (no account without one)."""
+        return self.filter(revoked_at__isnull=True)
+
+    def handed_over(self) -> AccessGrantQuerySet:
+        """Live access the customer holds: not access being withdrawn from a preparation that failed."""
+        return self.live().filter(withdrawing_since__isnull=True)
+
+    def withdrawing(self) -> AccessGrantQuerySet:
+        return self.live().filter(withdrawing_since__isnull=False)
+
+
 class AccessGrant(models.Model):
-    """A customer's account on one node, bound to the order for its whole term."""
+    """A customer's account on one node, bound to the order for its whole term.
+
+    The row is written before the account is made on the node, so that every account has a row that will
+    revoke it; access made during a preparation that does not hand over is withdrawn (`withdrawing_since`)."""
 
     order = models.ForeignKey("shop.Order", on_delete=models.CASCADE, related_name="access_grants")
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="access_grants")
@@ -115,7 +144,12 @@ class AccessGrant(models.Model):
     granted_at = models.DateTimeField(default=timezone.now)
     ends_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
+    withdrawing_since = models.DateTimeField(
+        null=True, blank=True, help_text="Given during a preparation that did not hand over: being removed."
+    )
     reminders_sent = models.JSONField(default=list, blank=True, help_text="Hours before the end already reminded.")
+
+    objects = AccessGrantQuerySet.as_manager()
 
     class Meta:
         ordering = ["granted_at"]

@@ -15,14 +15,22 @@ import re
 import shlex
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from provisioning.access import (
+    AccessKeyRefused,
+    access_grant_on_node,
+    access_handover,
+    access_key_line,
+    access_tool_check,
+    access_withdraw_request,
+)
 from provisioning.bundle import node_bundle
-from provisioning.claims import Claim, run_claim, run_release
+from provisioning.claims import Claim, run_claim, run_orphaned, run_release
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import CommandTimeout, Driver, DriverError
-from provisioning.models import Node, NodeState, PreparationRun, RunStatus
+from provisioning.models import AccessGrant, Node, NodeState, PreparationRun, RunStatus
 from shop import capacity
 from shop.models import Order, OrderStatus
 from shop.orders import order_transition
@@ -30,6 +38,9 @@ from shop.orders import order_transition
 log = logging.getLogger(__name__)
 S = OrderStatus
 OPEN_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
+# The database went away for a moment (a failover, a dropped connection): the step is retried, and the node
+# is never blamed for it.
+TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 # A driver's scratch directory (ssh: mktemp's b200-node.XXXXXXXXXX, local: b200-node-XXXXXXXX).
 WORKDIR = re.compile(r"/[\w./-]*/b200-node[.-]\w+")
 # Kills what a lost attempt left running in its scratch directory on the node, then removes the directory.
@@ -46,26 +57,51 @@ class PreparationError(Exception):
 
 
 def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
-    """Paid (or failed before) -> preparing, one queued run per held node. Repeating it is harmless."""
+    """Paid (or failed before) -> preparing, one queued run per held node. On an order already preparing it
+    restarts what is stuck (the operator's button): repeating it is harmless."""
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()
         order = Order.objects.select_for_update().get(pk=order_id)
-        open_runs = list(order.preparation_runs.filter(status__in=OPEN_RUNS))
-        if order.status == S.PREPARING and open_runs:
-            return open_runs
-        if order.status not in (S.PAID, S.PREPARATION_FAILED):
+        if order.status == S.PREPARING:
+            runs = list(order.preparation_runs.filter(status__in=OPEN_RUNS))
+            _enqueue_on_commit(runs)  # a run a live worker holds is left to it (provisioning.claims)
+        elif order.status in (S.PAID, S.PREPARATION_FAILED):
+            nodes = _held_nodes(order, now)
+            order_transition(order=order, to=S.PREPARING, actor=actor, reason="preparation triggered", now=now)
+            runs = [PreparationRun.objects.create(order=order, node=node, requested_by=actor) for node in nodes]
+            Node.objects.filter(pk__in=[node.pk for node in nodes]).update(state=NodeState.PREPARING)
+            _enqueue_on_commit(runs)
+            return runs
+        else:
             raise PreparationError(f"order {order.reference} is {order.status}: only a paid order is prepared")
-        nodes = _held_nodes(order, now)
-        order_transition(order=order, to=S.PREPARING, actor=actor, reason="preparation triggered", now=now)
-        runs = [PreparationRun.objects.create(order=order, node=node, requested_by=actor) for node in nodes]
-        Node.objects.filter(pk__in=[node.pk for node in nodes]).update(state=NodeState.PREPARING)
-        _enqueue_on_commit(runs)
+    if not runs:  # every run ended, yet the order did not move on (the database failed in between)
+        preparation_conclude(order_id=order_id, actor=actor)
     return runs
+
+
+def preparations_resume_stuck(*, now: dt.datetime) -> int:
+    """Beat's safety net: runs whose task was lost (queued for too long, or running with no live worker)
+    start again, and orders whose runs all ended are moved on. Returns how many it resumed."""
+    since = now - dt.timedelta(seconds=settings.PREPARATION_STUCK_AFTER_SECONDS)
+    runs = list(PreparationRun.objects.filter(status=RunStatus.QUEUED, created_at__lt=since))
+    running = PreparationRun.objects.filter(status=RunStatus.RUNNING, started_at__lt=since)
+    runs += [run for run in running if run_orphaned(run, now=now)]
+    _enqueue_on_commit(runs)
+    ended = Order.objects.filter(status=S.PREPARING, updated_at__lt=since).exclude(
+        preparation_runs__status__in=OPEN_RUNS
+    )
+    orders = list(ended.values_list("pk", flat=True))
+    for order_id in orders:
+        preparation_conclude(order_id=order_id, actor="system")
+    return len(runs) + len(orders)
 
 
 def _held_nodes(order: Order, now: dt.datetime) -> list[Node]:
     """The order's held nodes, topped up from free ones (a retry after a node failed). Needs the node locks."""
+    # A node whose access from the failed attempt is still being removed is not waited for: another is taken.
+    for node_id in AccessGrant.objects.withdrawing().filter(order=order).values_list("node_id", flat=True):
+        capacity.release_lots_on(order=order, node_id=node_id, now=now, reason="its earlier access is being removed")
     held = [r.node for r in order.reservations.filter(released_at__isnull=True).select_related("node")]
     missing = order.lots - len(held)
     if missing > 0:
@@ -99,6 +135,10 @@ def preparation_execute(*, run_id: int) -> str | None:
     a run whose worker died starts over as its next attempt (provisioning.claims)."""
     claim = run_claim(run_id=run_id)
     if claim is None:
+        # Finished: its outcome may not have reached the order (the database failed in between).
+        finished = PreparationRun.objects.exclude(status__in=OPEN_RUNS).filter(pk=run_id).first()
+        if finished is not None:
+            preparation_conclude(order_id=finished.order_id, actor=finished.requested_by)
         return None
     try:
         return _execute(claim)
@@ -110,6 +150,10 @@ def _execute(claim: Claim) -> str | None:
     run = PreparationRun.objects.select_related("order__preparation", "node").get(pk=claim.run_id)
     try:
         status, report, error = _run_on_node(run, lost_workdir=claim.lost_workdir)
+    except TRANSIENT_DB_ERRORS:
+        raise  # the database, not the node: the task runs the preparation again as its next attempt
+    except AccessKeyRefused as exc:  # the order's own input: its step fails, the node is fine
+        status, report, error = RunStatus.REFUSED, None, str(exc)
     except DriverError as exc:  # unreachable, wrong host key, timed out: the node is not handed over
         status, report, error = RunStatus.ERROR, None, f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # an unexpected failure is recorded on the run, never left "running"
@@ -141,6 +185,7 @@ def _clear_lost_attempt(driver: Driver, workdir: str) -> str:
 
 def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, dict | None, str]:
     node, order = run.node, run.order
+    access_key_line(order)  # a key that cannot be installed fails before any node time is spent
     profile = {**(order.preparation.preflight_profile or {})}
     # The architecture the preparation promises (sm_100 for B200): a CPU development node can't have it.
     expect_arch = profile.pop("expect_arch", None) if node.preflight_device == "cuda" else None
@@ -154,6 +199,7 @@ def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, d
         _progress(
             run, "copying the preflight", 10, f"connected to {node.name}, host key {driver.host_key_fingerprint()}"
         )
+        access_tool_check(driver=driver, node=node)  # an outdated installed tool stops the run before the preflight
         if lost_workdir:
             _progress(run, "copying the preflight", 10, _clear_lost_attempt(driver, lost_workdir))
         driver.put_file(node_bundle(), f"{work}/bundle.tar.gz")
@@ -212,8 +258,6 @@ def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, d
             summary = "; ".join(f"{c['name']}: {c.get('detail', '')}" for c in failed) or f"exit {result.exit_code}"
             return RunStatus.FAILED, report, f"the preflight failed: {summary}"[:2000]
         _progress(run, "granting access", 92)
-        from provisioning.access import access_grant_on_node  # access imports this module's models only
-
         access_grant_on_node(driver=driver, run=run)
         return RunStatus.PASSED, report, ""
 
@@ -236,8 +280,6 @@ def _gone(driver: Driver) -> str:
 def preparation_conclude(*, order_id: int, actor: str) -> str:
     """After a run ends: hand over when every node passed; move a failed node's lot to a free node;
     with none free, the order is `preparation_failed` and operators see it at once."""
-    from provisioning.access import access_handover
-
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()
@@ -255,15 +297,22 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
         if not bad:
             access_handover(order=order, runs=[latest[node_id] for node_id in held], now=now)
             return S.ACTIVE
-        for run in bad:  # the node is set aside with its report; its lot moves to a free node if there is one
+        refused = [run for run in bad if run.status == RunStatus.REFUSED]
+        broken = [run for run in bad if run.status != RunStatus.REFUSED]
+        for run in broken:  # the node is set aside with its report; its lot moves to a free node if there is one
             Node.objects.filter(pk=run.node_id).update(state=NodeState.FAILED, state_reason=run.error[:300])
             capacity.release_lots_on(order=order, node_id=run.node_id, now=now, reason=f"preflight: {run.status}")
+        # An account the grant step made before the run broke is removed (the row was written first).
+        access_withdraw_request(order=order, node_ids=[run.node_id for run in broken], now=now)
+        if refused:  # the order's own input: any node would refuse it, so none is tried in turn or set aside
+            Node.objects.filter(pk__in=[run.node_id for run in refused]).update(
+                state=NodeState.AVAILABLE, state_reason=""
+            )
+            return _preparation_failed(order=order, runs=refused + broken, now=now)
         try:
-            replacements = capacity.reserve_lots(order=order, lots=len(bad), expires_at=None, now=now)
+            replacements = capacity.reserve_lots(order=order, lots=len(broken), expires_at=None, now=now)
         except capacity.SoldOut:
-            reason = "; ".join(f"{run.node.name}: {run.error[:200]}" for run in bad)
-            order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now)
-            return S.PREPARATION_FAILED
+            return _preparation_failed(order=order, runs=broken, now=now)
         new_runs = [
             PreparationRun.objects.create(order=order, node=reservation.node, requested_by=actor)
             for reservation in replacements
@@ -271,3 +320,12 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
         Node.objects.filter(pk__in=[r.node_id for r in replacements]).update(state=NodeState.PREPARING)
         _enqueue_on_commit(new_runs)
         return "moved"
+
+
+def _preparation_failed(*, order: Order, runs: list[PreparationRun], now: dt.datetime) -> str:
+    """The order waits for operators, the reason of each run that did not pass in its events. Access given
+    on the nodes that passed is withdrawn: nobody holds access without an active order."""
+    reason = "; ".join(f"{run.node.name}: {run.error[:200]}" for run in runs)
+    order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now)
+    access_withdraw_request(order=order, now=now)
+    return S.PREPARATION_FAILED

@@ -10,10 +10,22 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from provisioning.access import access_revoke, grants_due, reminders_due
+from provisioning.access import (
+    REVOKE_TIMEOUT_SECONDS,
+    access_revoke,
+    access_withdraw,
+    access_withdrawals_resume,
+    grants_due,
+    reminders_due,
+)
 from provisioning.drivers.base import DriverError
 from provisioning.models import AccessGrant, PreparationRun, RunStatus
-from provisioning.prepare import preparation_conclude, preparation_execute
+from provisioning.prepare import (
+    TRANSIENT_DB_ERRORS,
+    preparation_conclude,
+    preparation_execute,
+    preparations_resume_stuck,
+)
 from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
@@ -21,7 +33,17 @@ log = logging.getLogger(__name__)
 RUN_SOFT_LIMIT = settings.PREFLIGHT_TIMEOUT_SECONDS + 120
 
 
-@shared_task(acks_late=True, soft_time_limit=RUN_SOFT_LIMIT, time_limit=RUN_SOFT_LIMIT + 60)
+@shared_task(
+    acks_late=True,
+    soft_time_limit=RUN_SOFT_LIMIT,
+    time_limit=RUN_SOFT_LIMIT + 60,
+    # A database error: the run starts again (the claim makes it the next attempt) until it gets through;
+    # beat's preparation_resume_stuck_task picks up anything that still falls through.
+    autoretry_for=TRANSIENT_DB_ERRORS,
+    retry_backoff=5,
+    retry_backoff_max=300,
+    max_retries=None,
+)
 def preparation_run_task(run_id: int) -> str | None:
     try:
         return preparation_execute(run_id=run_id)
@@ -35,9 +57,38 @@ def preparation_run_task(run_id: int) -> str | None:
         return RunStatus.ERROR
 
 
-@shared_task(acks_late=True, autoretry_for=(DriverError,), retry_backoff=30, retry_backoff_max=600, max_retries=10)
+@shared_task(
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=10,
+    # The node sweeps its filesystems for the tenant's files (REVOKE_TIMEOUT_SECONDS on the node).
+    soft_time_limit=REVOKE_TIMEOUT_SECONDS + 60,
+    time_limit=REVOKE_TIMEOUT_SECONDS + 120,
+)
 def access_revoke_task(grant_id: int) -> bool:
     return access_revoke(grant_id=grant_id)
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=None,  # the node stays out of sale until the account is gone: keep trying
+    soft_time_limit=REVOKE_TIMEOUT_SECONDS + 60,
+    time_limit=REVOKE_TIMEOUT_SECONDS + 120,
+)
+def access_withdraw_task(grant_id: int) -> bool:
+    return access_withdraw(grant_id=grant_id)
+
+
+@shared_task(acks_late=True)
+def preparation_resume_stuck_task() -> int:
+    """Beat: restart preparation runs and withdrawals whose task was lost; move on orders whose runs ended."""
+    now = timezone.now()
+    return preparations_resume_stuck(now=now) + access_withdrawals_resume(now=now)
 
 
 @shared_task(acks_late=True)

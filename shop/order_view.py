@@ -103,7 +103,7 @@ def access_representation(order: Order) -> dict[str, Any] | None:
     """Host, port, user, the host-key fingerprint, the ssh command and the end, once access works."""
     if order.status != OrderStatus.ACTIVE:
         return None
-    grants = list(order.access_grants.filter(revoked_at__isnull=True).order_by("node__name"))
+    grants = list(order.access_grants.handed_over().order_by("node__name"))
     if not grants:
         return None
     nodes = [

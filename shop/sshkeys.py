@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from django.utils.translation import gettext as _
 
 MAX_KEY_CHARS = 16_384
+MAX_COMMENT_CHARS = 100
 MIN_RSA_BITS = 2048
 ALLOWED_TYPES = (
     "ssh-ed25519",
@@ -31,10 +32,11 @@ class SshKeyError(ValueError):
 @dataclass(frozen=True)
 class SshPublicKey:
     key_type: str
+    data: str  # the base64 key blob: with the type, exactly what a node installs
     bits: int
-    comment: str
+    comment: str  # sanitised: printable characters, single spaces; shown back, never installed
     fingerprint: str  # SHA256:<base64>, as `ssh-keygen -lf` prints it
-    line: str  # the normalised single line that goes into authorized_keys
+    line: str  # the normalised single line the order stores: type, data and the sanitised comment
 
 
 def looks_like_private_key(text: str | None) -> bool:
@@ -58,7 +60,7 @@ def parse_ssh_public_key(text: str) -> SshPublicKey:
     if len(parts) < 2:
         raise SshKeyError(_("An SSH public key looks like 'ssh-ed25519 AAAA... comment'."))
     key_type, data = parts[0], parts[1]
-    comment = parts[2].strip() if len(parts) == 3 else ""
+    comment = _sanitised_comment(parts[2] if len(parts) == 3 else "")
     if key_type not in ALLOWED_TYPES:
         if key_type in ("ssh-dss", "ssh-dsa"):
             raise SshKeyError(_("DSA keys are no longer accepted: use an Ed25519 key (ssh-keygen -t ed25519)."))
@@ -75,7 +77,16 @@ def parse_ssh_public_key(text: str) -> SshPublicKey:
     bits = _key_bits(key_type, f"{key_type} {data}")
     fingerprint = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
     line = f"{key_type} {data}" + (f" {comment}" if comment else "")
-    return SshPublicKey(key_type=key_type, bits=bits, comment=comment, fingerprint=fingerprint, line=line)
+    return SshPublicKey(
+        key_type=key_type, data=data, bits=bits, comment=comment, fingerprint=fingerprint, line=line
+    )
+
+
+def _sanitised_comment(text: str) -> str:
+    """Printable characters only (accents welcome; control and bidi-format characters dropped), one space
+    between words: the comment is shown back to the customer and staff, never installed on a node."""
+    words = "".join(char if char.isprintable() else " " if char.isspace() else "" for char in text).split()
+    return " ".join(words)[:MAX_COMMENT_CHARS].strip()
 
 
 def _embedded_type(blob: bytes) -> str:
@@ -86,9 +97,8 @@ def _embedded_type(blob: bytes) -> str:
 
 
 def _key_bits(key_type: str, line: str) -> int:
-    if key_type.startswith("sk-"):
-        # Security-key types hold an Ed25519 or P-256 key plus an application string.
-        return 256
+    # Security-key types (sk-...) are parsed in full too: an Ed25519 key or a P-256 point on the curve,
+    # then the application string, and nothing after it.
     try:
         key = load_ssh_public_key(line.encode())
     except (ValueError, TypeError, NotImplementedError):

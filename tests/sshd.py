@@ -9,7 +9,9 @@ sshd runs in a private mount namespace (unshare --mount --propagation private) w
 Accounts made with `useradd --prefix SANDBOX` (what `access.py --users-prefix SANDBOX` does) therefore
 exist for this sshd and its sessions only; the machine's users, /etc and own sshd are never touched.
 Root logs in with the operator key (the sandbox's operator_keys/root), customers with the keys access.py
-writes into their sandboxed homes; StrictModes stays on, as on a real node.
+writes into their sandboxed homes; StrictModes stays on, as on a real node. `add_sudo_operator()` adds a
+non-root operator login (OPERATOR_USER, the same key) whose only root command is the access tool installed
+by `install_access_tool()` at /run/b200-tools (the sandbox's tools/), through the sandbox's own sudoers.
 
 Needs root (mount namespaces), util-linux and Debian's openssh-server; without them the fixture calls
 server_missing(), which fails under CI=true.
@@ -40,6 +42,9 @@ WRITTEN_BY_SHADOW = (*USER_DATABASE, ".pwd.lock")
 # Inside the namespace the machine's /etc stays readable here, for the links of the sandbox's etc/.
 HOST_ETC = "/run/host-etc"
 LOGIN_RECORDS = ("/var/log/lastlog", "/var/log/faillog", "/var/log/wtmp", "/var/log/btmp")
+# The non-root operator login of the README's sudo rule, and where the namespace sees the installed tools.
+OPERATOR_USER = "shop-ops"
+TOOLS = "/run/b200-tools"
 
 
 class SandboxSshd:
@@ -97,7 +102,8 @@ class SandboxSshd:
         for record in LOGIN_RECORDS:
             (self.sandbox / "var-log" / Path(record).name).touch(mode=0o644)
         keys = self.sandbox / "operator_keys"
-        keys.mkdir(mode=0o700)
+        keys.mkdir(mode=0o755)  # sshd reads a login's keys as that login (StrictModes): a non-root one too
+        (self.sandbox / "tools").mkdir(mode=0o755)
         _keygen(self.host_key_file, "sandbox-sshd-host")
         _keygen(self.operator_key_file, "operator@sandbox")
         self.host_key = self.host_key_file.with_suffix(".pub").read_text().strip()
@@ -151,7 +157,7 @@ class SandboxSshd:
             lines.append("PerSourcePenalties no")  # the tests fail logins on purpose, from 127.0.0.1
         # The operator key for root lives in the sandbox (seen at /run/operator-keys inside the namespace),
         # never in the machine's /root/.ssh.
-        lines += ["Match User root", "    AuthorizedKeysFile /run/operator-keys/%u"]
+        lines += [f"Match User root,{OPERATOR_USER}", "    AuthorizedKeysFile /run/operator-keys/%u"]
         self.config.write_text("\n".join(lines) + "\n")
 
     def _namespace_script(self, command: str) -> str:
@@ -161,6 +167,8 @@ class SandboxSshd:
             "mount -t tmpfs -o mode=0755,size=8m sshd-sandbox /run",
             f"mkdir -m 0755 /run/sshd /run/operator-keys {HOST_ETC}",
             f"mount --bind {sandbox}/operator_keys /run/operator-keys",
+            f"mkdir -m 0755 {TOOLS}",
+            f"mount --bind {sandbox}/tools {TOOLS}",
             f"mount --bind /etc {HOST_ETC}",
             f"mount -o remount,bind,ro {HOST_ETC}",  # nothing in the namespace writes the machine's /etc
             f"mount --bind {sandbox}/etc /etc",
@@ -243,6 +251,46 @@ class SandboxSshd:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
         return True
+
+    # A non-root operator -----------------------------------------------------------------------
+
+    def add_sudo_operator(self, sudoers_line: str) -> str:
+        """OPERATOR_USER logs in with the operator key; `sudoers_line` is the sandbox's whole sudoers."""
+        if self.entry("passwd", OPERATOR_USER) is None:
+            lines = self.etc("passwd").read_text().splitlines()
+            used = {int(line.split(":")[2]) for line in lines if line.count(":") >= 6}
+            uid = next(uid for uid in range(998, 100, -1) if uid not in used)
+            home = self.sandbox / "home" / OPERATOR_USER
+            home.mkdir(mode=0o755)
+            os.chown(home, uid, uid)
+            for name, line in (
+                ("passwd", f"{OPERATOR_USER}:x:{uid}:{uid}::/home/{OPERATOR_USER}:/bin/sh"),
+                ("shadow", f"{OPERATOR_USER}:*:19000:0:99999:7:::"),
+                ("group", f"{OPERATOR_USER}:x:{uid}:"),
+                ("gshadow", f"{OPERATOR_USER}:!::"),
+            ):
+                with open(self.etc(name), "a") as handle:
+                    handle.write(line + "\n")
+            keys = self.sandbox / "operator_keys" / OPERATOR_USER
+            keys.write_text(self.operator_public_key + "\n")
+            keys.chmod(0o644)
+        sudoers = self.etc("sudoers")
+        if sudoers.is_symlink():
+            sudoers.unlink()  # the machine's own rules never apply in the sandbox
+        sudoers.write_text(
+            "Defaults env_reset\n"
+            'Defaults secure_path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"\n'
+            f"{sudoers_line}\n"
+        )
+        sudoers.chmod(0o440)
+        return OPERATOR_USER
+
+    def install_access_tool(self, program: bytes) -> str:
+        """What an administrator does once per node (`install -m 0755 access.py ...`); returns its path there."""
+        path = self.sandbox / "tools" / "b200-access"
+        path.write_bytes(program)
+        path.chmod(0o755)
+        return f"{TOOLS}/b200-access"
 
     # What tests look at -----------------------------------------------------------------------
 

@@ -248,6 +248,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(SCAN_INTERVAL_SECONDS),
     },
     "revoke-ended-access": {"task": "provisioning.tasks.access_revoke_due_task", "schedule": 60.0},
+    "resume-stuck-preparations": {"task": "provisioning.tasks.preparation_resume_stuck_task", "schedule": 60.0},
     "remind-before-the-end": {"task": "provisioning.tasks.access_reminders_task", "schedule": 600.0},
 }
 
@@ -302,6 +303,9 @@ MANIFEST_SIGNING_KEY = env_str("MANIFEST_SIGNING_KEY", DEV_MANIFEST_SIGNING_KEY)
 PREFLIGHT_TIMEOUT_SECONDS = env_int("PREFLIGHT_TIMEOUT_SECONDS", 1800)
 # A node that accepts the TCP connection but never completes the SSH handshake fails after this long.
 NODE_CONNECT_TIMEOUT_SECONDS = env_int("NODE_CONNECT_TIMEOUT_SECONDS", 10)
+# A preparation run still queued (or running with no live worker) this long after it started, or a withdrawal
+# still pending, is started again by beat (its task was lost).
+PREPARATION_STUCK_AFTER_SECONDS = env_int("PREPARATION_STUCK_AFTER_SECONDS", 120)
 REMINDER_HOURS = (72, 24, 1)
 
 DEFAULT_EXCEPTION_REPORTER_FILTER = "config.redaction.SecretsHidingExceptionReporterFilter"

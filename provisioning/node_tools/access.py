@@ -6,22 +6,29 @@
     python3 access.py show   --account o-b2k4mq9xd
 
 Each prints one JSON object on stdout. Exit status: 0 done, 1 failed, 2 usage error, 3 refused
-(the account exists but is not one of ours, or it is bound to another key).
+(the account exists but is not one of ours, or it is bound to another key), 4 the key is refused (not
+exactly one whole public key of a known type: the caller's input, the node is fine).
 
 grant: a Linux account named after the order (useradd: home /home/ACCOUNT, shell /bin/bash, no
 password, account expiry the day after the end), its ~/.ssh/authorized_keys holding exactly the
-customer's key behind OpenSSH's expiry-time="YYYYMMDDHHMMZ" option; ~/.ssh 700, the file 600, both
-owned by the account. The key is bound to the account for its whole term (recorded in the account's
-comment field): granting again with it only refreshes the expiry; another key is refused.
-revoke: expire the account, remove its key, kill its processes, remove the account and its home.
-Both are idempotent.
+customer's key (type and data, read as UTF-8, parsed in full) behind OpenSSH's
+expiry-time="YYYYMMDDHHMMZ" option; ~/.ssh 700, the file 600, both owned by the account. The key is
+bound to the account for its whole term (recorded in the account's comment field): granting again with
+it only refreshes the expiry; another key is refused. Its uid (and its group's gid) is above every uid
+ever handed out on this node (the high-water mark in /var/lib/b200-access/uid-high-water) and every id
+in use: a uid is never reused, so a new account never owns what an old one left.
+revoke: expire the account, remove its key, kill its processes, remove every file it owns on the node's
+local writable filesystems (find -P -xdev: links are never followed, network and read-only mounts never
+walked), then the account and its home. Both are idempotent.
 
 --users-prefix DIR works on DIR/etc/{passwd,shadow,group,...} (useradd --prefix) with homes under
-DIR/home: the test suite's sandbox. In production there is no prefix: real accounts on the node.
+DIR/home and the high-water mark under DIR/var/lib: the test suite's sandbox, where revoke sweeps only
+/tmp, /var/tmp and /dev/shm (the machine's other filesystems are not the node's). In production there is
+no prefix: real accounts on the node.
 """
 
 # The node may run an older Python than the shop: keep this file to Python 3.8.
-# ruff: noqa: UP017, S603
+# ruff: noqa: UP017, S603, S108 - S108: the shared temp folders are swept here, never written
 
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ import binascii
 import contextlib
 import datetime as dt
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -55,11 +63,29 @@ KEY_TYPES = (
     "sk-ecdsa-sha2-nistp256@openssh.com",
 )
 FIRST_UID = 1000
+# nobody/nogroup (65534) and the invalid 16-bit (uid_t)-1 (65535) are never a high-water mark.
+NOBODY_ID = 65534
+# The highest uid ever handed out (under --users-prefix in the sandbox): a uid is never reused, so no new
+# account can own what an old one left anywhere.
+STATE_DIR = "/var/lib/b200-access"
+# The node's shared writable folders (on a node, swept with the rest of their filesystems; in the sandbox,
+# the only folders swept).
+SHARED_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+# Filesystems on the node's own disks or memory. Anything else (nfs, cifs, fuse.*, ceph, lustre...) may be
+# shared with other machines and is never walked.
+LOCAL_FILESYSTEMS = frozenset(
+    ("ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "jfs", "reiserfs", "vfat", "exfat", "tmpfs", "ramfs")
+    + ("overlay", "mqueue")
+)
 TOOL_PATH = os.pathsep.join(["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
 
 
 class Refused(Exception):
     """The request is understood but must not be carried out (exit 3)."""
+
+
+class KeyRefused(Refused):
+    """The caller's key itself is refused: its input, not the node (exit 4)."""
 
 
 class Failed(Exception):
@@ -91,27 +117,106 @@ def parse_expires(text: str) -> dt.datetime:
 
 
 def read_public_key(path: str) -> tuple[str, str]:
-    """(type, base64) of the single OpenSSH public key in the file; options and extra keys are refused."""
+    """(type, base64) of the single OpenSSH public key in the file; options and extra keys are refused.
+
+    The file is UTF-8 (a comment may be `josé@laptop`); only the type and the key data are installed."""
     try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read(16384)
-    except (OSError, UnicodeDecodeError) as error:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
         raise Failed(f"cannot read the key file {path}: {error}") from error
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise KeyRefused("the key file is not a regular file")
+        raw = os.read(fd, 16384)
+    finally:
+        os.close(fd)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KeyRefused("the key file is not UTF-8 text") from None
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     if len(lines) != 1:
-        raise Refused(f"the key file must hold exactly one public key, it holds {len(lines)} lines")
+        raise KeyRefused(f"the key file must hold exactly one public key, it holds {len(lines)} lines")
     fields = lines[0].split()
     if len(fields) < 2 or fields[0] not in KEY_TYPES:
-        raise Refused("the key must be a plain OpenSSH public key line (TYPE BASE64 [comment]), without options")
+        raise KeyRefused("the key must be a plain OpenSSH public key line (TYPE BASE64 [comment]), without options")
     key_type, data = fields[0], fields[1]
     try:
         blob = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise Refused("the key's base64 part is not valid") from None
-    name = key_type.encode()
-    if blob[:4] != len(name).to_bytes(4, "big") or blob[4 : 4 + len(name)] != name:
-        raise Refused(f"the key's data does not match its type {key_type}")
+        raise KeyRefused("the key's base64 part is not valid") from None
+    check_key_blob(key_type, blob)
     return key_type, data
+
+
+# The NIST curves of OpenSSH's ECDSA types: (name, field prime p, b); a = -3 on all three.
+CURVES = {
+    "ecdsa-sha2-nistp256": (
+        "nistp256",
+        2**256 - 2**224 + 2**192 + 2**96 - 1,
+        0x5AC635D8AA3A93E7B3EBBD55769886BC651D06B0CC53B0F63BCE3C3E27D2604B,
+    ),
+    "ecdsa-sha2-nistp384": (
+        "nistp384",
+        2**384 - 2**128 - 2**96 + 2**32 - 1,
+        0xB3312FA7E23EE7E4988E056BE3F82D19181D9C6EFE8141120314088F5013875AC656398D8A2ED19D2A85C8EDD3EC2AEF,
+    ),
+    "ecdsa-sha2-nistp521": (
+        "nistp521",
+        2**521 - 1,
+        int(
+            "0051953EB9618E1C9A1F929A21A0B68540EEA2DA725B99B315F3B8B489918EF1"
+            "09E156193951EC7E937B1652C0BD3BB1BF073573DF883D2C34F1EF451FD46B503F00",
+            16,
+        ),
+    ),
+}
+CURVES["sk-ecdsa-sha2-nistp256@openssh.com"] = CURVES["ecdsa-sha2-nistp256"]
+MIN_RSA_BITS = 2048
+
+
+def ssh_strings(blob: bytes) -> list:
+    """The length-prefixed strings a key blob is made of; a blob cut short is refused."""
+    fields, at = [], 0
+    while at < len(blob):
+        if at + 4 > len(blob):
+            raise KeyRefused("the key's data is cut short")
+        size = int.from_bytes(blob[at : at + 4], "big")
+        if at + 4 + size > len(blob):
+            raise KeyRefused("the key's data is cut short")
+        fields.append(blob[at + 4 : at + 4 + size])
+        at += 4 + size
+    return fields
+
+
+def on_curve(key_type: str, point: bytes) -> bool:
+    """An uncompressed point (0x04 | x | y) that satisfies y^2 = x^3 - 3x + b over the curve's field."""
+    _name, p, b = CURVES[key_type]
+    size = (p.bit_length() + 7) // 8
+    if len(point) != 1 + 2 * size or point[0] != 4:
+        return False
+    x, y = int.from_bytes(point[1 : 1 + size], "big"), int.from_bytes(point[1 + size :], "big")
+    return x < p and y < p and (y * y - (x * x * x - 3 * x + b)) % p == 0
+
+
+def check_key_blob(key_type: str, blob: bytes) -> None:
+    """The key's data is a whole key of its type, nothing more or less (sshd would not use it otherwise)."""
+    fields = ssh_strings(blob)
+    if not fields or fields[0] != key_type.encode():
+        raise KeyRefused(f"the key's data does not match its type {key_type}")
+    parts = fields[1:]
+    if key_type in ("ssh-ed25519", "sk-ssh-ed25519@openssh.com"):
+        expected = 2 if key_type.startswith("sk-") else 1  # security keys end with their application string
+        sound = len(parts) == expected and len(parts[0]) == 32
+    elif key_type in CURVES:
+        expected = 3 if key_type.startswith("sk-") else 2
+        sound = len(parts) == expected and parts[0] == CURVES[key_type][0].encode() and on_curve(key_type, parts[1])
+    else:  # ssh-rsa: exponent and modulus, positive integers
+        sound = len(parts) == 2 and all(part and not part[0] & 0x80 for part in parts)
+        if sound and int.from_bytes(parts[1], "big").bit_length() < MIN_RSA_BITS:
+            raise KeyRefused(f"RSA keys need at least {MIN_RSA_BITS} bits")
+    if not sound:
+        raise KeyRefused(f"the key's data is not a whole {key_type} key (damaged or incomplete)")
 
 
 def fingerprint(data: str) -> str:
@@ -129,6 +234,8 @@ class Users:
         prefix = (prefix or "").rstrip("/")
         if prefix and not (os.path.isabs(prefix) and os.path.isfile(prefix + "/etc/passwd")):
             raise Failed(f"--users-prefix {prefix}: no etc/passwd there")
+        if prefix and os.environ.get("SUDO_UID", "0") != "0":
+            only_root_writes(prefix + "/etc/passwd")
         self.prefix = prefix
 
     def path(self, path: str) -> str:
@@ -161,6 +268,21 @@ class Users:
             raise Failed(f"{name} is not installed on this node")
         prefix = ["--prefix", self.prefix] if self.prefix else []
         return subprocess.run([program, *prefix, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def only_root_writes(path: str) -> None:
+    """Run through sudo by a login that is not root, the tool must not trust a user database that login
+    could have written (its entries could name any uid, whose processes and files a revocation removes):
+    every folder from / down to the file is a real folder owned by root that nobody else may write into
+    (a sticky folder such as /tmp excepted), and so is the file."""
+    current = "/"
+    for part in [part for part in path.split("/") if part]:
+        current = os.path.join(current, part)
+        info = os.lstat(current)
+        sticky = stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX and current != path
+        writable_by_others = info.st_mode & 0o022 and not sticky
+        if stat.S_ISLNK(info.st_mode) or info.st_uid != 0 or writable_by_others:
+            raise Failed(f"--users-prefix: {current} is not a root-owned path that only root writes into")
 
 
 def _records(path: str):
@@ -251,7 +373,139 @@ def _write_authorized_keys(ssh_fd: int, content: str, uid: int, gid: int) -> Non
     os.replace(partial, "authorized_keys", src_dir_fd=ssh_fd, dst_dir_fd=ssh_fd)
 
 
+# Uids: a high-water mark, never a reuse ----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def state_locked(users: Users):
+    """The node's access state, locked against a concurrent grant (the same order delivered twice)."""
+    directory = users.path(STATE_DIR)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = os.open(os.path.join(directory, "lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield directory
+    finally:
+        os.close(fd)
+
+
+def _ids_in_use(users: Users) -> list:
+    """Every uid and gid of the user database (and, on a real node, of NSS) in the accounts' range."""
+    ids = [
+        int(fields[2])
+        for name in ("/etc/passwd", "/etc/group")
+        for fields in _records(users.path(name))
+        if len(fields) > 2 and fields[2].isdigit()
+    ]
+    if not users.prefix:
+        ids += [entry.pw_uid for entry in pwd.getpwall()]
+    return [value for value in ids if FIRST_UID <= value < NOBODY_ID or value > NOBODY_ID + 1]
+
+
+def uid_next(users: Users, directory: str) -> int:
+    """Above every uid and gid ever handed out here or in use now; recorded before it is used."""
+    path = os.path.join(directory, "uid-high-water")
+    try:
+        with open(path, encoding="ascii") as handle:
+            high = int(handle.read().strip() or 0)
+    except FileNotFoundError:
+        high = 0
+    uid = max([high, FIRST_UID - 1, *_ids_in_use(users)]) + 1
+    partial = f"{path}.{os.getpid()}"
+    with open(partial, "w", encoding="ascii") as handle:
+        handle.write(f"{uid}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+    return uid
+
+
+# Files a tenant leaves: removed wherever they are on the node's own filesystems -------------------
+
+
+def local_mounts(mountinfo: str) -> list:
+    """Mount points of writable local filesystems in /proc/self/mountinfo, those mounting a filesystem's
+    root first (a bind mount of a folder inside it is the same filesystem, swept once)."""
+    mounts = []
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 6 or not tail:
+            continue
+        fs_type, options = tail[0], fields[5].split(",")
+        if fs_type not in LOCAL_FILESYSTEMS or "ro" in options:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), fields[4])
+        mounts.append((fields[3] != "/", point))
+    return [point for _, point in sorted(mounts, key=lambda mount: mount[0])]
+
+
+def sweep_roots(users: Users) -> list:
+    """Where a tenant's files are looked for: every local filesystem of the node, once each; in the sandbox
+    (--users-prefix) the machine's filesystems are not the node's, so the shared temporary folders only."""
+    if users.prefix:
+        return [path for path in SHARED_TEMP_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+        mounts = local_mounts(handle.read())
+    roots, devices = [], set()
+    for path in mounts:
+        try:
+            info = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_dev not in devices:  # a bind mount: the same filesystem again
+            devices.add(info.st_dev)
+            roots.append(path)
+    return roots
+
+
+def _find(*args: str) -> subprocess.CompletedProcess:
+    program = shutil.which("find", path=TOOL_PATH)
+    if program is None:
+        raise Failed("find is not installed on this node")
+    return subprocess.run([program, *args], capture_output=True, timeout=3600, check=False)
+
+
+def _found(result: subprocess.CompletedProcess) -> list:
+    return [os.fsdecode(path) for path in result.stdout.split(b"\0") if path]
+
+
+def remove_owned(root: str, uid: int) -> dict:
+    """Remove everything under `root` owned by `uid`, on root's filesystem only (-xdev), never following a
+    link (-P: a link is removed, its target never touched). A folder of the uid goes with all it holds."""
+    # -delete implies -depth (a folder's contents first) and removes each entry relative to its folder's fd.
+    removed = len(_found(_find("-P", root, "-xdev", "-mindepth", "1", "-uid", str(uid), "-delete", "-print0")))
+    # The uid's folders that still hold something of another owner (root wrote into them, say).
+    kept = _find("-P", root, "-xdev", "-mindepth", "1", "-type", "d", "-uid", str(uid), "-prune", "-print0")
+    for folder in _found(kept):
+        removed += len(_found(_find("-P", folder, "-xdev", "-delete", "-print0")))
+    left = _find("-P", root, "-xdev", "-mindepth", "1", "-uid", str(uid), "-print0")
+    return {"root": root, "removed": removed, "left": _found(left)[:10]}
+
+
 # Commands --------------------------------------------------------------------------------------
+
+
+def _useradd(users: Users, account: str, key_fingerprint: str, expiry_day: str, uid: int):
+    return users.tool(
+        "useradd",
+        "--create-home",
+        "--home-dir",
+        f"/home/{account}",
+        "--shell",
+        "/bin/bash",
+        # '*': no password can ever match, and unlike '!' sshd does not read it as a locked account
+        "--password",
+        "*",
+        "--comment",
+        f"{MARKER} key={key_fingerprint[len('SHA256:') :]}",
+        "--expiredate",
+        expiry_day,
+        "--uid",
+        str(uid),
+        "--user-group",  # its group takes the same number, free too: above every gid in use
+        account,
+    )
 
 
 def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> dict:
@@ -261,27 +515,14 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
     entry = users.lookup(account)
     created = False
     if entry is None:
-        result = users.tool(
-            "useradd",
-            "--create-home",
-            "--home-dir",
-            f"/home/{account}",
-            "--shell",
-            "/bin/bash",
-            # '*': no password can ever match, and unlike '!' sshd does not read it as a locked account
-            "--password",
-            "*",
-            "--comment",
-            f"{MARKER} key={key_fingerprint[len('SHA256:') :]}",
-            "--expiredate",
-            expiry_day,
-            "--user-group",
-            account,
-        )
-        entry = users.lookup(account)
-        if entry is None:
-            raise Failed(f"useradd {account} failed: {result.stderr.strip() or result.stdout.strip()}")
-        created = result.returncode == 0
+        with state_locked(users) as directory:
+            entry = users.lookup(account)  # made meanwhile by a concurrent grant of the same order?
+            if entry is None:
+                result = _useradd(users, account, key_fingerprint, expiry_day, uid_next(users, directory))
+                entry = users.lookup(account)
+                if entry is None:
+                    raise Failed(f"useradd {account} failed: {result.stderr.strip() or result.stdout.strip()}")
+                created = result.returncode == 0
     if not managed(entry):
         raise Refused(f"the account {account} exists and was not created by this tool: not touching it")
     if bound_key(entry) != key_fingerprint:
@@ -385,6 +626,8 @@ def revoke(users: Users, account: str) -> dict:
     except OSError:
         pass
     killed = kill_processes(entry["uid"])
+    # Before the account goes: a revocation cut short runs again while the account still names the uid.
+    swept = [remove_owned(root, entry["uid"]) for root in sweep_roots(users)]
     result = users.tool("userdel", "--remove", account)
     for _ in range(5):
         if result.returncode != 8:  # 8: the user is still logged in (a process slipped through)
@@ -395,7 +638,14 @@ def revoke(users: Users, account: str) -> dict:
         raise Failed(f"userdel {account} failed: {result.stderr.strip() or result.stdout.strip()}")
     if entry["home"] == f"/home/{account}" and os.path.lexists(home):
         shutil.rmtree(home)  # userdel leaves files it could not remove (exit 12)
-    return {"account": account, "existed": True, "removed": True, "processes_killed": killed}
+    return {
+        "account": account,
+        "existed": True,
+        "removed": True,
+        "processes_killed": killed,
+        "files_removed": sum(sweep["removed"] for sweep in swept),
+        "files_left": [path for sweep in swept for path in sweep["left"]],
+    }
 
 
 def show(users: Users, account: str) -> dict:
@@ -465,6 +715,9 @@ def main(argv: list[str] | None = None) -> int:
             report = revoke(users, args.account)
         else:
             report = show(users, args.account)
+    except KeyRefused as error:
+        print(f"access.py: key refused: {error}", file=sys.stderr)
+        return 4
     except Refused as error:
         print(f"access.py: refused: {error}", file=sys.stderr)
         return 3

@@ -117,3 +117,14 @@ def test_a_migrated_database_holds_the_default_catalog(anvil, client, db):
     local = next(network for network in catalog["networks"] if network["slug"] == "local")
     assert local["chain_id"] == 31337
     assert {"symbol": "ETH", "decimals": 18, "contract": None}.items() <= local["assets"][0].items()
+
+
+def test_a_node_reached_without_root_is_registered_with_its_installed_access_tool(db):
+    # Given the README's command for a node whose login is shop-ops
+    add_node("gpu-sudo", "--driver", "ssh", "--host", "10.0.0.9", "--user", "shop-ops",
+             "--access-tool", "/usr/local/sbin/b200-access")  # fmt: skip
+
+    # Then the shop will run that tool with sudo on it; a relative path (no sudo rule can name it) is refused
+    assert Node.objects.get(name="gpu-sudo").access_tool == "/usr/local/sbin/b200-access"
+    with pytest.raises(CommandError, match="absolute path"):
+        add_node("gpu-sudo-2", "--driver", "ssh", "--host", "10.0.0.9", "--user", "shop-ops", "--access-tool", "b200")

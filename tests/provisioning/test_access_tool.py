@@ -13,6 +13,7 @@ import time
 import pytest
 
 from provisioning.drivers import DriverError
+from tests import security_keys
 from tests.provisioning.conftest import login, machine_user_files_digest
 from tests.servers import server_missing
 
@@ -267,8 +268,56 @@ def test_a_key_file_that_is_not_exactly_one_plain_key_is_refused(access, sshd, a
 
     result = access("grant", "--account", account, "--key-file", "bad.pub", "--expires", "2031-01-01T00:00Z")
 
-    assert result.exit_code == 3
+    assert result.exit_code == 4  # the caller's key, not the node: the shop fails the order's step, not the node
     assert sshd.entry("passwd", account) is None
+
+
+def test_a_key_whose_comment_is_not_ascii_is_granted_and_works(access, sshd, account, make_ssh_key):
+    key = make_ssh_key("josé@laptop")
+
+    granted = access.grant(account, key)
+
+    assert granted.exit_code == 0, granted.stderr
+    key_type, data = key.public.split()[:2]
+    assert (sshd.home(account) / ".ssh" / "authorized_keys").read_text().endswith(f" {key_type} {data}\n")
+    with login(sshd, account, key) as session:
+        assert session.run(["id", "-un"], timeout=30).stdout == f"{account}\n"
+
+
+def test_a_key_file_that_is_not_utf8_is_refused_as_the_callers_input(access, sshd, account, make_ssh_key):
+    access.driver.put_file(make_ssh_key().public.encode() + b" caf\xe9\n", "latin1.pub")
+    access.granted.append(account)
+
+    result = access("grant", "--account", account, "--key-file", "latin1.pub", "--expires", "2031-01-01T00:00Z")
+
+    assert result.exit_code == 4 and "UTF-8" in result.stderr
+    assert sshd.entry("passwd", account) is None
+
+
+@pytest.mark.parametrize("make_blob", security_keys.BROKEN.values(), ids=security_keys.BROKEN.keys())
+def test_a_broken_security_key_is_refused_by_the_node(access, sshd, account, make_blob):
+    access.driver.put_file(security_keys.sk_line(make_blob()).encode() + b"\n", "sk.pub")
+    access.granted.append(account)
+
+    result = access("grant", "--account", account, "--key-file", "sk.pub", "--expires", "2031-01-01T00:00Z")
+
+    assert result.exit_code == 4, result.stdout + result.stderr
+    assert "refused" in result.stderr
+    assert sshd.entry("passwd", account) is None
+
+
+@pytest.mark.parametrize("make_blob", security_keys.SOUND.values(), ids=security_keys.SOUND.keys())
+def test_a_sound_security_key_is_installed_as_it_is(access, sshd, account, make_blob):
+    line = security_keys.sk_line(make_blob())
+    access.driver.put_file(line.encode() + b"\n", "sk.pub")
+    access.granted.append(account)
+
+    result = access("grant", "--account", account, "--key-file", "sk.pub", "--expires", "2031-01-01T00:00Z")
+
+    assert result.exit_code == 0, result.stderr
+    key_type, data = line.split()[:2]
+    installed = (sshd.home(account) / ".ssh" / "authorized_keys").read_text()
+    assert installed == f'expiry-time="203101010000Z" {key_type} {data}\n'
 
 
 def test_expires_without_a_time_zone_is_a_usage_error(access, account):

@@ -11,7 +11,12 @@ from django.db import transaction
 
 from shop.models import Order
 from shop.orders import OrderPaymentOutcome, order_payment_outcome
-from tests.provisioning_flow.node_faults import fast_preparation, node_on, private_sshd  # noqa: F401 - fixtures
+from tests.provisioning_flow.node_faults import (  # noqa: F401 - fixtures
+    fast_preparation,
+    node_on,
+    private_sshd,
+    workers,
+)
 from tests.sshd import sandbox_sshd  # noqa: F401 - the session fixture
 
 
@@ -39,11 +44,23 @@ def ssh_node(db, sandbox_sshd, monkeypatch):  # noqa: F811
 
 
 @pytest.fixture
+def local_node(make_node, sandbox_sshd):  # noqa: F811 - the sandboxed user database, used from this machine
+    """A node on this machine (the local driver) whose customer accounts live in the sandboxed sshd's database."""
+
+    def make(**fields):
+        defaults = {"python": sys.executable, "preflight_device": "cpu", "gpu_count": 2}
+        return make_node(**{**defaults, "accounts_root": str(sandbox_sshd.sandbox), **fields})
+
+    return make
+
+
+@pytest.fixture
 def paid_order(anvil, client, order_payload, customer_key):
     """Place an order through the API and pay it through the one door payments uses."""
 
-    def place(*, lots: int = 1, preparation: str = "two-card-distributed") -> Order:
-        body = {**order_payload, "lots": lots, "preparation": preparation, "ssh_public_key": customer_key[1]}
+    def place(*, lots: int = 1, preparation: str = "two-card-distributed", ssh_public_key: str = "") -> Order:
+        key = ssh_public_key or customer_key[1]
+        body = {**order_payload, "lots": lots, "preparation": preparation, "ssh_public_key": key}
         response = client.post("/api/v1/orders/", body, content_type="application/json")
         assert response.status_code == 201, response.json()
         order = Order.objects.get(reference=response.json()["reference"])

@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from provisioning.access import account_name
 from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
 from shop.models import Order, OrderStatus, Preparation
+from tests.servers import CeleryWorker, queue_delete, redis_answering, tasks_sent_to
 from tests.sshd import SandboxSshd
 
 PREPARE = "/api/v1/orders/{}/prepare/"
@@ -59,6 +61,30 @@ def node_on(db, sandbox_sshd, monkeypatch):
         return node
 
     return make
+
+
+@pytest.fixture
+def workers(settings, tmp_path):
+    """Real Celery workers on a queue of this test's own; this process's provisioning tasks go there (eager
+    mode off). All stopped after."""
+    from config.celery import app
+
+    broker = redis_answering(settings.CELERY_BROKER_URL)
+    queue = f"test-prep-{uuid.uuid4().hex[:12]}"
+    started: list[CeleryWorker] = []
+
+    def start(name: str, **env: str) -> CeleryWorker:
+        started.append(CeleryWorker(broker_url=broker, queue=queue, folder=tmp_path, name=name, **env))
+        return started[-1].wait_ready()
+
+    try:
+        with tasks_sent_to(queue):
+            app.conf.update(task_routes={**app.conf.task_routes, "provisioning.tasks.*": {"queue": queue}})
+            yield start
+    finally:
+        for worker in started:
+            worker.stop()
+        queue_delete(broker, queue)
 
 
 def prepare(client, operator, order: Order, capture) -> float:

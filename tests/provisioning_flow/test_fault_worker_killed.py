@@ -10,7 +10,6 @@ import datetime as dt
 import os
 import re
 import time
-import uuid
 from pathlib import Path
 
 import psycopg
@@ -29,34 +28,11 @@ from tests.provisioning_flow.node_faults import (
     node_processes,
     wait_until,
 )
-from tests.servers import CeleryWorker, database_url_for_tests, queue_delete, redis_answering, tasks_sent_to
+from tests.servers import database_url_for_tests
 
-VISIBILITY_SECONDS = 3
+# Redis gives an unacknowledged task back this soon (the production default is an hour).
+QUICK_REDELIVERY = {"CELERY_VISIBILITY_TIMEOUT_SECONDS": "3"}
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-
-
-@pytest.fixture
-def workers(settings, tmp_path):
-    """Workers on a queue of this test's own; this process's provisioning tasks go there. All stopped after."""
-    from config.celery import app
-
-    broker = redis_answering(settings.CELERY_BROKER_URL)
-    queue = f"test-prep-killed-{uuid.uuid4().hex[:12]}"
-    started: list[CeleryWorker] = []
-
-    def start(name: str) -> CeleryWorker:
-        env = {"CELERY_VISIBILITY_TIMEOUT_SECONDS": str(VISIBILITY_SECONDS)}
-        started.append(CeleryWorker(broker_url=broker, queue=queue, folder=tmp_path, name=name, **env))
-        return started[-1].wait_ready()
-
-    try:
-        with tasks_sent_to(queue):
-            app.conf.update(task_routes={**app.conf.task_routes, "provisioning.tasks.*": {"queue": queue}})
-            yield start
-    finally:
-        for worker in started:
-            worker.stop()
-        queue_delete(broker, queue)
 
 
 def lock_holders(run_id: int) -> int:
@@ -106,7 +82,7 @@ def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_e
     # Given a paid order on a node behind a real sshd, and a worker
     node_on(sandbox_sshd, "node-of-a-killed-worker")
     order = paid_order(preparation=fast_preparation)
-    first = workers("first-worker")
+    first = workers("first-worker", **QUICK_REDELIVERY)
 
     # When the operator triggers the preparation and the worker is killed while the preflight runs
     client.force_login(operator)
@@ -137,7 +113,7 @@ def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_e
     assert not AccessGrant.objects.filter(order=order).exists()
 
     # When a new worker starts, after the visibility timeout
-    second = workers("second-worker")
+    second = workers("second-worker", **QUICK_REDELIVERY)
 
     # Then it gets the same task back, runs the preparation again as attempt 2, and the order is active
     second.wait_for(lambda: f"preparation_run_task[{task_id}] succeeded" in second.output(), "no redelivery", 60)

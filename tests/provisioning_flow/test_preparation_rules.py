@@ -4,7 +4,6 @@ free node, only operators trigger it, reminders come before the end."""
 from __future__ import annotations
 
 import datetime as dt
-import sys
 
 import pytest
 from django.core import mail
@@ -17,20 +16,6 @@ from shop.models import OrderStatus, Preparation
 PREPARE = "/api/v1/orders/{}/prepare/"
 # One card "over 90 %" and the other "under 5 %" always holds with these: memory_balance fails.
 UNBALANCED = {"balance_low_fraction": 1.0, "balance_high_fraction": 0.0}
-
-
-@pytest.fixture
-def local_node(make_node, sandbox_sshd):  # noqa: F811 - the sandboxed user database, used from this machine
-    def make(**fields):
-        return make_node(
-            python=sys.executable,
-            preflight_device="cpu",
-            gpu_count=2,
-            accounts_root=str(sandbox_sshd.sandbox),
-            **fields,
-        )
-
-    return make
 
 
 def prepare(client, operator, order, capture):

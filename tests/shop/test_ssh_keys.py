@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from shop.sshkeys import SshKeyError, parse_ssh_public_key
+from tests import security_keys
 
 
 def openssh_line(private_key, comment: str = "researcher@lab") -> str:
@@ -162,3 +163,38 @@ def test_a_truncated_key_is_refused():
 
     # When it is parsed / Then it is refused as damaged
     assert "damaged or incomplete" in refused_message(f"ssh-rsa {truncated}")
+
+
+
+@pytest.mark.parametrize("make_blob", security_keys.SOUND.values(), ids=security_keys.SOUND.keys())
+def test_a_sound_security_key_is_accepted_with_the_fingerprint_ssh_keygen_prints(make_blob, tmp_path):
+    # Given a security key's public line that OpenSSH itself reads
+    line = security_keys.sk_line(make_blob())
+    assert security_keys.ssh_keygen_reads(line, tmp_path)
+
+    # When the shop parses it / Then it is accepted as the 256-bit key it is
+    key = parse_ssh_public_key(line)
+    assert (key.bits, key.fingerprint, key.line) == (256, ssh_keygen_fingerprint(line), line)
+
+
+@pytest.mark.parametrize("make_blob", security_keys.BROKEN.values(), ids=security_keys.BROKEN.keys())
+def test_a_broken_security_key_is_refused_as_damaged(make_blob, tmp_path):
+    # Given a security-key line OpenSSH cannot use (its data cut short, off the curve, padded...)
+    line = security_keys.sk_line(make_blob())
+    assert not security_keys.ssh_keygen_reads(line, tmp_path)
+
+    # When the shop parses it / Then it is refused, never stored for a node
+    assert "damaged or incomplete" in refused_message(line)
+
+
+def test_the_comment_is_kept_readable_and_stripped_of_control_characters():
+    # Given a key whose comment holds accents, a tab, an escape sequence and a right-to-left override
+    line = openssh_line(ed25519.Ed25519PrivateKey.generate(), comment="")
+
+    # When it is parsed
+    key = parse_ssh_public_key(f"{line} josé@laptop\t\x1b[31m \u202eevil")
+
+    # Then the accents stay, the control and format characters are gone, and the key itself is untouched
+    assert key.comment == "josé@laptop [31m evil"
+    assert key.line == f"{line} josé@laptop [31m evil"
+    assert f"{key.key_type} {key.data}" == line

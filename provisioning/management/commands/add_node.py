@@ -1,4 +1,5 @@
-"""`manage.py add_node NAME --driver {local,ssh} [--host H] [--port P] [--user U] [--host-key KEY]`."""
+"""`manage.py add_node NAME --driver {local,ssh} [--host H] [--port P] [--user U] [--host-key KEY]
+[--access-tool PATH]`."""
 
 from __future__ import annotations
 
@@ -25,10 +26,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--accounts-root", default="", help="a sandboxed user database (DIR/etc, DIR/home) instead of real accounts"
         )
+        parser.add_argument(
+            "--access-tool",
+            default="",
+            help="a login that is not root: the access tool installed at this path runs with `sudo -n` (README)",
+        )
 
     def handle(self, *args, **options) -> None:
         if options["driver"] == NodeDriver.SSH and not (options["host"] and options["user"]):
             raise CommandError("an ssh node needs --host and --user")
+        if options["access_tool"] and not options["access_tool"].startswith("/"):
+            raise CommandError("--access-tool must be an absolute path on the node (the path in its sudo rule)")
+        if options["driver"] == NodeDriver.SSH and options["user"] != "root" and not options["access_tool"]:
+            self.stderr.write(
+                f"warning: {options['user']} is not root: give --access-tool PATH (the README's sudo rule), "
+                "or the grant step will fail"
+            )
         if not 1 <= options["port"] <= 65535:
             raise CommandError("--port must be between 1 and 65535")
         values = {
@@ -42,6 +55,7 @@ class Command(BaseCommand):
             "python": options["python"],
             "preflight_device": options["device"],
             "accounts_root": options["accounts_root"],
+            "access_tool": options["access_tool"],
         }
         node = Node.objects.filter(name=options["name"]).first() or Node(name=options["name"])
         for field, value in values.items():
