@@ -21,9 +21,18 @@ BROKEN_PYTHON = "/nonexistent/python3"  # the preflight cannot start: the node f
 
 @pytest.mark.django_db
 def test_the_access_given_on_the_node_that_passed_is_revoked_before_that_node_is_sold_again(
-    local_node, fast_preparation, paid_order, operator, client, sandbox_sshd, django_capture_on_commit_callbacks
+    local_node,
+    fast_preparation,
+    paid_order,
+    operator,
+    client,
+    sandbox_sshd,
+    django_capture_on_commit_callbacks,
+    settings,
 ):
     # Given a paid two-lot order held on a sound node and on one whose preflight cannot run, and no other node
+    # (a shop that lets one order take its whole fleet of two)
+    settings.MAX_LOTS_PER_UNPAID_ORDER = "100%"
     good = local_node(name="a-good")
     local_node(name="b-broken", python=BROKEN_PYTHON)
     order = paid_order(lots=2, preparation=fast_preparation)
