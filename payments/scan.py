@@ -1,7 +1,7 @@
 """One verification pass over one network: new transfers, confirmations, reorgs, then settlement.
 
-RPC calls grow with block ranges, not with open orders: one eth_getLogs per block range for all
-token contracts of the network, with topic2 = the OR list of every watched address (chunked).
+RPC calls grow with block ranges, not with open orders: one eth_getLogs per block range for every ERC-20
+Transfer (whatever the token contract) with topic2 = the OR list of every watched address (chunked).
 Native-coin transfers are found by reading the range's blocks in batches (payments/native.py), and
 coin forwarded by contracts through one batch of balances for the network's native-coin orders.
 """

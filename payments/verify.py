@@ -4,8 +4,6 @@ network first, then on every other offered network (money sent on the wrong chai
 
 from __future__ import annotations
 
-import logging
-
 from django.utils import timezone
 
 from payments.credits import TRANSFER_TOPIC, Transfer, address_topic, credit_record, topic_address
@@ -13,8 +11,6 @@ from payments.models import Asset, Network, Notice, PaymentRequest
 from payments.native import traced_transfers_in_tx, transfer_from_tx
 from payments.networks import networks_offered, rpc_client
 from payments.rpc import RpcUnavailable
-
-log = logging.getLogger(__name__)
 
 
 def transfers_in_tx(*, network: Network, payment: PaymentRequest, tx_hash: str) -> tuple[list[Transfer], str]:
