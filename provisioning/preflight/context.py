@@ -25,11 +25,13 @@ class RankContext:
     model: Any = None
     optimizer: Any = None
     batch: tuple[torch.Tensor, torch.Tensor] | None = None
+    batch_size: int = 0  # per rank: the profile's, or sized from the card's memory (model.sized_batch)
     mesh: Any = None
     loss: torch.Tensor | None = None  # the forward check's loss, for the backward check
     first_step_s: float | None = None  # forward + backward + optimizer step, eager, first time
     collectives: dict[str, Any] = field(default_factory=dict)  # phase -> observed c10d ops
     snapshot: dict[str, torch.Tensor] | None = None  # model and optimizer tensors as saved
+    workload_memory: dict[str, Any] | None = None  # the training steps' memory, read before the matmul probe
 
     @property
     def device_type(self) -> str:

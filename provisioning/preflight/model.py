@@ -18,6 +18,10 @@ from provisioning.preflight.context import RankContext
 
 SEED = 1234
 LEARNING_RATE = 1e-3
+# Bytes per parameter of training state: fp32 weights and gradients, AdamW's two moments (4 + 4 + 8), plus a
+# 16-bit working copy (FSDP2's all-gathered compute weights, or DDP's gradient buckets) counted whole.
+STATE_BYTES_PER_PARAMETER = 16
+WORKING_COPY_BYTES_PER_PARAMETER = 4
 
 
 class Block(nn.Module):
@@ -53,9 +57,52 @@ def local(tensor: torch.Tensor) -> torch.Tensor:
     return to_local() if callable(to_local) else tensor
 
 
+def parameter_count(config: dict[str, int]) -> int:
+    """PreflightModel's parameters, from its configuration (as `sum(p.numel() ...)` would count them)."""
+    vocab, dim, hidden, layers = config["vocab"], config["dim"], config["hidden"], config["layers"]
+    block = 2 * dim + dim * hidden + hidden + hidden * dim + dim  # norm, up, down
+    return vocab * dim + layers * block + 2 * dim + dim * vocab + vocab  # embed, blocks, norm, head
+
+
+def activation_bytes_per_token(config: dict[str, int], element_bytes: int) -> int:
+    """What one token keeps for the backward pass: each block's inputs to its norm, up and down projections
+    (2 x dim + 2 x hidden values), and the logits at the loss's peak (the fp32 log-softmax it keeps, its
+    gradient in and out, the 16-bit gradient: 14 bytes per vocabulary entry)."""
+    blocks = config["layers"] * (2 * config["dim"] + 2 * config["hidden"]) * element_bytes
+    return blocks + 14 * config["vocab"] + 8 * config["dim"]
+
+
+def estimated_peak_bytes(config: dict[str, int], *, batch: int, shards: int, element_bytes: int) -> int:
+    """An estimate of one card's peak in a training step (an upper bound in practice: the working copy is
+    counted whole)."""
+    parameters = parameter_count(config)
+    state = STATE_BYTES_PER_PARAMETER * parameters // shards + WORKING_COPY_BYTES_PER_PARAMETER * parameters
+    return state + batch * config["seq"] * activation_bytes_per_token(config, element_bytes)
+
+
+def sized_batch(config: dict[str, int], *, capacity: int, target: float | None, shards: int, element_bytes: int) -> int:
+    """The batch per card that makes a step peak near `target` x capacity; never below the profile's batch.
+
+    A model that peaks at 5 % of a 180 GB card cannot show a broken split: sized to about half the card, the
+    card that got everything would need twice that.
+    """
+    if target is None:
+        return config["batch"]
+    fixed = estimated_peak_bytes(config, batch=0, shards=shards, element_bytes=element_bytes)
+    per_sample = config["seq"] * activation_bytes_per_token(config, element_bytes)
+    return max(config["batch"], int((target * capacity - fixed) // per_sample))
+
+
 def build(ctx: RankContext) -> dict[str, Any]:
     """Build, move to the card, shard or replicate; set ctx.model, ctx.optimizer, ctx.batch. Returns metrics."""
     config = ctx.settings.model
+    shards = ctx.world_size if ctx.settings.shard else 1
+    element_bytes = 2 if ctx.dtype == torch.bfloat16 else 4
+    capacity = torch.cuda.get_device_properties(ctx.device).total_memory if ctx.is_cuda else None
+    target = ctx.settings.memory_target if ctx.is_cuda else None
+    ctx.batch_size = sized_batch(
+        config, capacity=capacity or 0, target=target, shards=shards, element_bytes=element_bytes
+    )
     torch.manual_seed(SEED)  # the same initial weights on every rank, before sharding
     with torch.device(ctx.device):
         model = PreflightModel(
@@ -96,6 +143,16 @@ def build(ctx: RankContext) -> dict[str, Any]:
         "parameter_tensors": sum(1 for _ in model.parameters()),
         "precision": ctx.precision,
         "config": dict(config),
+        "batch_per_rank": ctx.batch_size,
+        "batch_sized_for": None
+        if target is None
+        else {
+            "memory_target": target,
+            "capacity_bytes": capacity,
+            "estimated_peak_bytes": estimated_peak_bytes(
+                config, batch=ctx.batch_size, shards=shards, element_bytes=element_bytes
+            ),
+        },
     }
 
 
@@ -118,7 +175,7 @@ def make_batch(ctx: RankContext) -> tuple[torch.Tensor, torch.Tensor]:
     """A fixed batch per rank (data parallel: each rank its own), next-token targets."""
     config = ctx.settings.model
     generator = torch.Generator().manual_seed(SEED + 1 + ctx.rank)
-    tokens = torch.randint(config["vocab"], (config["batch"], config["seq"] + 1), generator=generator)
+    tokens = torch.randint(config["vocab"], (ctx.batch_size, config["seq"] + 1), generator=generator)
     return tokens[:, :-1].contiguous().to(ctx.device), tokens[:, 1:].contiguous().to(ctx.device)
 
 
@@ -146,4 +203,4 @@ def train_step(ctx: RankContext, model: nn.Module) -> torch.Tensor:
 
 
 def tokens_per_step(ctx: RankContext) -> int:
-    return ctx.settings.model["batch"] * ctx.settings.model["seq"] * ctx.world_size
+    return ctx.batch_size * ctx.settings.model["seq"] * ctx.world_size

@@ -8,6 +8,7 @@ A profile is a JSON object that operators keep with a preparation; every key is 
       "shard": true,                             # FSDP2 over the cards; default: true when world size >= 2
       "compile": "auto",                         # torch.compile in step_time: true, false, "auto" (cuda only)
       "model": {"vocab": 512, "dim": 256, "layers": 4, "hidden": 1024, "batch": 8, "seq": 64},
+      "memory_target": 0.48,                     # cuda: batch sized to this share of a card's memory
       "steps": {"warmup": 1, "measure": 3},
       "allreduce": {"bytes": 16777216, "warmup": 1, "iters": 5},
       "matmul": {"size": 16384, "warmup": 5, "iters": 20},
@@ -37,25 +38,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioning.preflight import cards
 from provisioning.preflight.report import ALL_CHECKS
 
-# B200 figures from docs/PREFLIGHT.md ("measured on this kind of machine").
-B200_BUSBW_GBPS = 670.0  # ring all-reduce busbw at 8 GiB on two B200s (NVLink 5)
-B200_BF16_TFLOPS = 1745.0  # measured dense bf16 matmul peak
-
+# Until the node's cards are known (cards.for_node, on cuda), the card-specific figures are the B200's, the
+# cards this shop sells: min_cuda, min_driver, nvlink_min_active_links, busbw_floor_gbps, matmul_tflops_floor.
 DEFAULT_THRESHOLDS: dict[str, Any] = {
     "min_torch": "2.7",  # first PyTorch with Blackwell (sm_100) support
-    "min_cuda": "12.8",  # first CUDA runtime with sm_100
-    "min_driver": "570",  # first driver branch for CUDA 12.8 and B200
-    # nccl-tests' NCCL_TESTS_MIN_BW convention: fail below 0.9 x the measured value.
-    "busbw_floor_gbps": round(0.9 * B200_BUSBW_GBPS, 1),
-    # DCGM's convention for its floors: 0.75 x a measured value.
-    "matmul_tflops_floor": round(0.75 * B200_BF16_TFLOPS, 1),
+    **cards.figures(cards.CARDS[0]),
     "balance_low_fraction": 0.05,  # fail when one card peaks under this fraction of its capacity ...
     "balance_high_fraction": 0.90,  # ... while another peaks over this one
     "balance_min_ratio": 0.5,  # warn when the smallest peak is under this fraction of the largest
     "idle_max_mib": 15,  # an idle card uses at most this much memory and runs no process
-    "nvlink_min_active_links": 18,  # NVLink 5 on B200: 18 links per card
     "ecc_uncorrected_volatile_max": 0,  # uncorrected ECC errors since the last reset: fail above
     "ecc_uncorrected_aggregate_max": 0,  # over the card's life: warn above
     "remapped_rows_uncorrectable_max": 0,  # rows remapped for uncorrectable errors: warn above
@@ -69,6 +63,7 @@ DEVICE_DEFAULTS: dict[str, dict[str, Any]] = {
         "allreduce": {"bytes": 16 * 2**20, "warmup": 1, "iters": 5},
         "matmul": {"size": 512, "warmup": 1, "iters": 5},
         "timeout_s": 300,
+        "memory_target": None,  # the batch above, as given: the rehearsal measures logic, not the host's memory
     },
     # About 400 M parameters: a real load on a B200 pair, a few seconds per step.
     "cuda": {
@@ -77,11 +72,15 @@ DEVICE_DEFAULTS: dict[str, dict[str, Any]] = {
         "allreduce": {"bytes": 8 * 2**30, "warmup": 5, "iters": 20},  # nccl-tests' 8 GiB point
         "matmul": {"size": 16384, "warmup": 5, "iters": 20},
         "timeout_s": 900,  # with dcgm (<= 600 s) the whole run stays under 25 minutes
+        # The batch per card is sized so the training step peaks near this share of the card's memory
+        # (model.sized_batch): with the split broken, one card would carry about twice that, over the 90 %
+        # line of memory_balance (or out of memory), so the balance rule can fail when it should.
+        "memory_target": 0.48,
     },
 }
 
 KEYS = {"name", "checks", "shard", "compile", "model", "steps", "allreduce", "matmul", "extensions"}
-KEYS |= {"thresholds", "timeout_s", "dcgm"}
+KEYS |= {"thresholds", "timeout_s", "dcgm", "memory_target"}
 SECTION_KEYS = {
     "model": {"vocab", "dim", "layers", "hidden", "batch", "seq"},
     "steps": {"warmup", "measure"},
@@ -125,6 +124,13 @@ class Settings:
     thresholds: dict[str, Any]
     timeout_s: float
     dcgm: dict[str, int] = field(default_factory=lambda: {"level": 2, "timeout_s": 600})
+    memory_target: float | None = None
+    thresholds_given: frozenset[str] = frozenset()  # the keys the profile set: card figures never replace them
+    threshold_sources: dict[str, str] = field(default_factory=dict)  # card key -> where its value came from
+
+    def missing_figure(self, key: str) -> str | None:
+        """Why a card floor is None because the card has no figure (warn), not because it was disabled."""
+        return cards.unknown_figure(self.threshold_sources, key)
 
     def runs(self, check: str) -> bool:
         return check in self.checks
@@ -145,6 +151,7 @@ class Settings:
             "extensions": [extension.__dict__ for extension in self.extensions],
             "timeout_s": self.timeout_s,
             "dcgm": self.dcgm,
+            "memory_target": self.memory_target,
         }
 
 
@@ -194,6 +201,9 @@ def resolve(data: dict[str, Any], *, source: str, sha256: str | None, device: st
         if value is not None and (isinstance(value, str) if wants_text else _is_number(value)) is False:
             raise ProfileError(f"threshold `{key}` must be like {DEFAULT_THRESHOLDS[key]!r}, or null to disable it")
     thresholds.update(given)
+    memory_target = data.get("memory_target", defaults["memory_target"])
+    if memory_target is not None and not (_is_number(memory_target) and 0 < memory_target < 0.9):
+        raise ProfileError("profile `memory_target` must be a share of a card's memory above 0 and below 0.9, or null")
     timeout_s = data.get("timeout_s", defaults["timeout_s"])
     if not _is_number(timeout_s) or timeout_s <= 0:
         raise ProfileError("profile `timeout_s` must be a positive number of seconds")
@@ -212,6 +222,8 @@ def resolve(data: dict[str, Any], *, source: str, sha256: str | None, device: st
         thresholds=thresholds,
         timeout_s=float(timeout_s),
         dcgm=_section(data, "dcgm", {"level": 2, "timeout_s": 600}),
+        memory_target=memory_target,
+        thresholds_given=frozenset(given),
     )
 
 

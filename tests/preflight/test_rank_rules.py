@@ -99,3 +99,68 @@ def test_a_crashed_rank_fails_the_check_it_was_in_and_later_checks_are_not_reach
     assert failed.detail.startswith("step_time failed on rank 1: rank 1 exited with signal SIGSEGV")
     assert "RuntimeError: NCCL error" in failed.detail
     assert [results[name].status for name in worker.RANK_CHECKS[8:]] == ["skip"] * 2
+
+
+def test_expect_arch_with_an_arch_specific_suffix_names_the_same_card(arch):
+    for expect in ("sm_100a", "sm_100f", "sm_100"):
+        status, _ = arch.evaluate(
+            capability=(10, 0), card="NVIDIA B200", arch_list=["sm_100"], expect=expect, torch_version="2.7.1+cu128"
+        )
+        assert status == "pass", expect
+    hopper = arch.evaluate(
+        capability=(9, 0), card="NVIDIA H200", arch_list=["sm_90"], expect="sm_100a", torch_version="x"
+    )
+    assert hopper[0] == "fail" and "not the expected sm_100a" in hopper[1]
+
+
+def test_memory_balance_sees_a_card_holding_another_ranks_tensors():
+    """Each process's allocator peak looks even, but rank 1 allocated on card 0: only the card's own used memory
+    (mem_get_info) shows card 0 full and card 1 empty."""
+    from types import SimpleNamespace
+
+    from provisioning.preflight.checks import memory
+    from provisioning.preflight.profile import DEFAULT_THRESHOLDS
+    from provisioning.preflight.report import Result
+
+    def rank(peak: int, used: int) -> Result:
+        return Result(
+            "memory_balance",
+            "pass",
+            "",
+            {"measure": "m", "peak_bytes": peak, "device_used_bytes": used, "capacity_bytes": B200},
+        )
+
+    ctx = SimpleNamespace(settings=SimpleNamespace(thresholds=DEFAULT_THRESHOLDS))
+    merged = memory.merge(ctx, [rank(85 * GIB, 176 * GIB), rank(85 * GIB, int(0.6 * GIB))])
+    assert merged.status == "fail"
+    assert merged.detail.startswith("memory_balance failed on rank 0: its card's used memory (mem_get_info) is at 92%")
+    assert "rank 1's card is at 0.3%" in merged.detail
+    assert memory.merge(ctx, [rank(85 * GIB, 88 * GIB), rank(84 * GIB, 87 * GIB)]).status == "pass"
+
+
+def test_the_rehearsal_batch_is_sized_so_a_broken_split_would_cross_the_fail_line():
+    from provisioning.preflight import model
+    from provisioning.preflight.profile import DEFAULT_THRESHOLDS, DEVICE_DEFAULTS
+
+    config, target = DEVICE_DEFAULTS["cuda"]["model"], DEVICE_DEFAULTS["cuda"]["memory_target"]
+    fixed_batch_share = model.estimated_peak_bytes(config, batch=config["batch"], shards=2, element_bytes=2) / B200
+    assert fixed_batch_share < 0.07  # why: the profile's own batch alone uses a few per cent of a B200
+
+    batch = model.sized_batch(config, capacity=B200, target=target, shards=2, element_bytes=2)
+    share = model.estimated_peak_bytes(config, batch=batch, shards=2, element_bytes=2) / B200
+    assert batch > config["batch"] and 0.4 < share <= target
+    assert 2 * share > DEFAULT_THRESHOLDS["balance_high_fraction"]  # everything on one card: over the fail line
+    assert model.sized_batch(config, capacity=B200, target=None, shards=2, element_bytes=2) == config["batch"]
+    small = {**config, "batch": 512}
+    assert model.sized_batch(small, capacity=B200, target=target, shards=2, element_bytes=2) == 512  # never below
+
+
+def test_the_model_size_estimate_counts_the_parameters_torch_counts():
+    from provisioning.preflight import model
+    from provisioning.preflight.profile import DEVICE_DEFAULTS
+
+    config = DEVICE_DEFAULTS["cpu"]["model"]
+    built = model.PreflightModel(
+        vocab=config["vocab"], dim=config["dim"], layers=config["layers"], hidden=config["hidden"]
+    )
+    assert model.parameter_count(config) == sum(parameter.numel() for parameter in built.parameters())

@@ -20,6 +20,11 @@ def sm_name(capability: tuple[int, int]) -> str:
     return f"sm_{capability[0]}{capability[1]}"
 
 
+def without_suffix(arch: str) -> str:
+    """`sm_100a` and `sm_100f` (arch- and family-specific targets) name the card `sm_100`."""
+    return arch.rstrip("af")
+
+
 def is_native(sm: str, arch_list: list[str]) -> bool:
     """`sm_100` counts as native for `sm_100`, `sm_100a` and `sm_100f` (arch-specific cubins); PTX does not."""
     return any(arch == sm or (arch.startswith(sm) and arch[len(sm) :] in ("a", "f")) for arch in arch_list)
@@ -42,7 +47,7 @@ def evaluate(
             )
         return SKIP, f"no CUDA architecture on this device (build arch list: {arch_list or 'none'})"
     sm = sm_name(capability)
-    if expect and sm != expect:
+    if expect and sm != without_suffix(expect):
         return FAIL, f"{card} is {sm}, not the expected {expect}: this node does not carry the ordered cards"
     if not is_native(sm, arch_list):
         ptx = f"compute_{sm[3:]}" in arch_list

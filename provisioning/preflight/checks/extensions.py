@@ -11,6 +11,7 @@ import importlib
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +66,32 @@ def first_tensor(value: Any) -> torch.Tensor:
     raise TypeError(f"the op returned {type(value).__name__}, not a tensor")
 
 
+def shared_objects(module: Any) -> list[Path]:
+    """The extension's compiled libraries, found through the module specs of what importing it loaded.
+
+    Its package's own `.so` files, and every loaded module of the same name or prefix: flash-attn's kernels
+    are the top-level `flash_attn_2_cuda*.so` beside the `flash_attn` package, not inside it.
+    """
+    top = module.__name__.split(".")[0]
+    found: set[Path] = set()
+    for name, loaded in list(sys.modules.items()):
+        if name.split(".")[0] != top and not name.startswith(f"{top}_"):
+            continue
+        spec = getattr(loaded, "__spec__", None)
+        origin = getattr(spec, "origin", None) or ""
+        if ".so" in Path(origin).name:
+            found.add(Path(origin))
+        for folder in getattr(spec, "submodule_search_locations", None) or ():
+            found.update(Path(folder).glob("*.so"))
+    return sorted(found)
+
+
 def elf_targets(module: Any) -> list[str]:
     """The sm_XX targets in the extension's shared libraries, per `cuobjdump --list-elf`; [] when unknown."""
-    if shutil.which("cuobjdump") is None or not getattr(module, "__file__", None):
+    if shutil.which("cuobjdump") is None:
         return []
-    folder = Path(module.__file__).parent
     targets: set[str] = set()
-    for library in sorted(folder.glob("*.so"))[:8]:
+    for library in shared_objects(module)[:8]:
         try:
             listing = subprocess.run(  # noqa: S603 - fixed tool, a file path argument
                 ["cuobjdump", "--list-elf", str(library)],  # noqa: S607

@@ -1,6 +1,7 @@
-"""`stack`: the PyTorch build, its CUDA runtime, NCCL and the driver can run Blackwell. A host check.
+"""`stack`: the PyTorch build, its CUDA runtime, NCCL and the driver can run the node's cards. A host check.
 
-On cuda: torch >= 2.7, CUDA runtime >= 12.8, NCCL present, driver >= 570 (when nvidia-smi reports one).
+On cuda: torch >= 2.7, NCCL present, and the CUDA runtime and driver the node's cards need (cards.py: B200
+CUDA >= 12.8 and driver >= 570; H100/H200 CUDA >= 11.8; A100 CUDA >= 11.0; no rule for a card without one).
 On cpu (the rehearsal): torch >= 2.7 and gloo present; the CUDA / NCCL / driver parts do not apply and are
 recorded as such, and the check passes. We chose pass over warn: the rehearsal's job is to exercise the
 logic, and a warning on every CPU run would teach everyone to ignore warnings.
@@ -16,7 +17,9 @@ from provisioning.preflight.versions import at_least
 FIX = "install a CUDA 12.8+ build of PyTorch 2.7 or newer (the cu128 wheels or later)"
 
 
-def evaluate(versions: dict[str, Any], *, device: str, thresholds: dict[str, Any]) -> Result:
+def evaluate(
+    versions: dict[str, Any], *, device: str, thresholds: dict[str, Any], card: str = "B200 (sm_100)"
+) -> Result:
     torch_version = versions.get("torch")
     min_torch = thresholds.get("min_torch")
     problems = []
@@ -43,20 +46,21 @@ def evaluate(versions: dict[str, Any], *, device: str, thresholds: dict[str, Any
     if not cuda:
         problems.append(f"torch {torch_version} is a CPU-only build")
     elif min_cuda and not at_least(cuda, min_cuda):
-        problems.append(f"torch {torch_version} is built for CUDA {cuda}; B200 (sm_100) needs CUDA {min_cuda}+")
+        problems.append(f"torch {torch_version} is built for CUDA {cuda}; {card} needs CUDA {min_cuda}+")
     if not versions.get("nccl"):
         problems.append(f"torch {torch_version} has no NCCL, which two cards need")
     fixes = [FIX] if problems else []
     driver, min_driver = versions.get("driver"), thresholds.get("min_driver")
     if driver and min_driver and not at_least(driver, min_driver):
-        problems.append(f"the NVIDIA driver {driver} is older than {min_driver}, the first for CUDA 12.8 and B200")
-        fixes.append(f"install NVIDIA driver {min_driver} or newer (the open kernel modules for Blackwell)")
+        problems.append(f"the NVIDIA driver {driver} is older than {min_driver}, the first for {card}")
+        fixes.append(f"install NVIDIA driver {min_driver} or newer")
     if problems:
         return Result("stack", FAIL, "stack: " + "; ".join(problems) + ": " + " and ".join(fixes), metrics)
+    rule = f"CUDA >= {min_cuda} for {card}" if min_cuda else f"no CUDA minimum known for {card}"
     return Result(
         "stack",
         PASS,
         f"torch {torch_version}, CUDA {cuda}, cuDNN {versions.get('cudnn')}, NCCL {versions.get('nccl')},"
-        f" driver {driver or 'not reported'}",
+        f" driver {driver or 'not reported'} ({rule})",
         metrics,
     )
