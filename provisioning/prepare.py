@@ -183,6 +183,11 @@ def _clear_lost_attempt(driver: Driver, workdir: str) -> str:
     return f"cleared the lost attempt's {workdir} (exit {result.exit_code})"
 
 
+def setup_command(node: Node, script: str) -> list[str]:
+    """The setup step knows which Python and device the preflight will use (what it must prepare for)."""
+    return ["env", f"PREFLIGHT_PYTHON={node.python}", f"PREFLIGHT_DEVICE={node.preflight_device}", "bash", script]
+
+
 def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, dict | None, str]:
     node, order = run.node, run.order
     access_key_line(order)  # a key that cannot be installed fails before any node time is spent
@@ -211,7 +216,7 @@ def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, d
             _progress(run, "setting up the environment", 20)
             driver.put_file(order.preparation.setup_script.encode(), f"{work}/setup.sh", mode=0o700)
             try:
-                result = driver.run(["bash", f"{work}/setup.sh"], timeout=limit)
+                result = driver.run(setup_command(node, f"{work}/setup.sh"), timeout=limit)
             except CommandTimeout:
                 return RunStatus.ERROR, None, _over_time_limit("the setup step", limit)
             _progress(run, "setting up the environment", 30, result.stdout[-2000:] + result.stderr[-2000:])
