@@ -40,7 +40,7 @@ class Node(models.Model):
         max_length=8, choices=[("cuda", "cuda"), ("cpu", "cpu (development)")], default="cuda"
     )
     thresholds = models.JSONField(
-        default=dict, blank=True, help_text="Preflight thresholds for this node type (empty: the B200 defaults)."
+        default=dict, blank=True, help_text="Preflight thresholds for this node (empty: the figures for its cards, see the README)."
     )
     accounts_root = models.CharField(
         max_length=255,
