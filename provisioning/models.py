@@ -40,7 +40,9 @@ class Node(models.Model):
         max_length=8, choices=[("cuda", "cuda"), ("cpu", "cpu (development)")], default="cuda"
     )
     thresholds = models.JSONField(
-        default=dict, blank=True, help_text="Preflight thresholds for this node (empty: the figures for its cards, see the README)."
+        default=dict,
+        blank=True,
+        help_text="Preflight thresholds for this node (empty: the figures for its cards, see the README).",
     )
     accounts_root = models.CharField(
         max_length=255,

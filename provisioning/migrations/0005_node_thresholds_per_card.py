@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('provisioning', '0004_issue12_access'),
+        ("provisioning", "0004_issue12_access"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='node',
-            name='thresholds',
-            field=models.JSONField(blank=True, default=dict, help_text='Preflight thresholds for this node (empty: the figures for its cards, see the README).'),
+            model_name="node",
+            name="thresholds",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="Preflight thresholds for this node (empty: the figures for its cards, see the README).",
+            ),
         ),
     ]
