@@ -34,7 +34,7 @@ from provisioning.preflight.report import (
     write_report,
 )
 
-INJECTABLE = ("corrupt-checkpoint", "wrong-allreduce")
+INJECTABLE = ("corrupt-checkpoint", "wrong-allreduce", "oom-in-forward", "exchange-fails")
 ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 
 

@@ -21,6 +21,8 @@ class RankContext:
     expect_arch: str | None = None
     # Test-only faults (--inject): fault name -> the rank that plays it.
     injections: dict[str, int] = field(default_factory=dict)
+    exchange_group: Any = None  # the gloo side group the ranks exchange their results on
+    collective_timeout_s: float | None = None  # the main group's, for the checks' collectives
     # Filled as the checks run.
     model: Any = None
     optimizer: Any = None

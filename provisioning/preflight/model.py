@@ -22,6 +22,7 @@ LEARNING_RATE = 1e-3
 # 16-bit working copy (FSDP2's all-gathered compute weights, or DDP's gradient buckets) counted whole.
 STATE_BYTES_PER_PARAMETER = 16
 WORKING_COPY_BYTES_PER_PARAMETER = 4
+INJECTED_OOM = "CUDA out of memory. Tried to allocate 2.00 GiB (TEST ONLY: --inject oom-in-forward)"
 
 
 class Block(nn.Module):
@@ -42,11 +43,14 @@ class PreflightModel(nn.Module):
         self.blocks = nn.ModuleList(Block(dim, hidden) for _ in range(layers))
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab)
+        self.oom_at_block: int | None = None  # test-only fault (--inject oom-in-forward)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         # Flatten first: a Linear on 3-D input returns a view, which FSDP2 warns about.
         h = self.embed(tokens.reshape(-1))
-        for block in self.blocks:
+        for index, block in enumerate(self.blocks):
+            if index == self.oom_at_block:  # after the earlier blocks' all-gathers: the other ranks are in the next
+                raise torch.OutOfMemoryError(INJECTED_OOM)
             h = block(h)
         return self.head(self.norm(h))
 
@@ -109,6 +113,8 @@ def build(ctx: RankContext) -> dict[str, Any]:
             vocab=config["vocab"], dim=config["dim"], layers=config["layers"], hidden=config["hidden"]
         )
     total = sum(parameter.numel() for parameter in model.parameters())
+    if ctx.injected("oom-in-forward"):
+        model.oom_at_block = len(model.blocks) - 1
     if ctx.settings.shard:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard

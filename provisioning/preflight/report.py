@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,13 @@ CONTRACT_CHECKS = (
 # Hardware gates, reported after the contract's checks; they run when their tool exists on the node.
 HARDWARE_CHECKS = ("idle_cards", "gpu_health", "nvlink", "dcgm_diag")
 ALL_CHECKS = CONTRACT_CHECKS + HARDWARE_CHECKS
+
+# A rank's metrics carry this key when its check failed only because it waited in a collective for a rank that
+# never joined: the value says how the wait ended.
+WAITED = "waited_in_collective"
+# How such a wait ends: the collective times out (gloo, NCCL), or the peer is gone (gloo closes the pair).
+TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)
+PEER_LOST = re.compile(r"connection (closed|reset) by peer|communicator was aborted", re.IGNORECASE)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -78,6 +86,49 @@ def merge_ranks(name: str, results: list[Result]) -> Result:
     else:
         detail = "; ".join(f"{ranks_phrase(ranks)}: {detail}" for detail, ranks in by_detail.items())
     return Result(name, status, detail, {"ranks": [result.metrics for result in results]})
+
+
+def collective_wait(detail: str) -> str | None:
+    """How a failed check's collective wait ended, read from its detail; None when it failed on its own."""
+    if TIMED_OUT.search(detail):
+        return "timed out"
+    if PEER_LOST.search(detail):
+        return "lost the connection"
+    return None
+
+
+def real_failures(results: list[Result]) -> list[int]:
+    """The ranks that failed on their own, not because they waited for another in a collective."""
+    return [rank for rank, result in enumerate(results) if result.status == FAIL and WAITED not in result.metrics]
+
+
+def whom(blamed: list[int]) -> str:
+    return "it" if len(blamed) == 1 else "them"
+
+
+def waiting_notes(results: list[Result], blamed: list[int]) -> str:
+    """A note for each other rank that only waited: "; rank 0 timed out waiting for it in a collective"."""
+    return "".join(
+        f"; rank {rank} {result.metrics[WAITED]} waiting for {whom(blamed)} in a collective"
+        for rank, result in enumerate(results)
+        if WAITED in result.metrics and rank not in blamed
+    )
+
+
+def merge_real_failures(name: str, results: list[Result]) -> Result | None:
+    """Blame the ranks that failed on their own and say that the others waited for them; None if none did.
+
+    A rank that runs out of memory in the middle of the forward pass leaves the others in an FSDP collective
+    until it times out: their failure is its consequence, and blaming them would send the operator to the
+    healthy card.
+    """
+    real = real_failures(results)
+    if not real:
+        return None
+    merged = merge_ranks(name, [result if rank in real else Result(name, SKIP) for rank, result in enumerate(results)])
+    merged.detail += waiting_notes(results, real)
+    merged.metrics = {"ranks": [result.metrics for result in results]}
+    return merged
 
 
 def build_report(
