@@ -1,7 +1,9 @@
-"""The hardware gates on a real GPU node's faults, played with canned tool output (tests/preflight/fake_tools.py).
+"""The host side on a real GPU node's faults, played with canned tool output (tests/preflight/fake_tools.py).
 
-A tool that exits non-zero, a broken nvidia-smi line, links that are down, an untrained NVSwitch fabric, dcgmi's
-errors: each is a failed gate quoting the tool, never an exception. The fake nvidia-smi and dcgmi go first on PATH.
+No card, one card of two, a broken nvidia-smi line, a dcgmi error, an untrained NVSwitch fabric, CUDA that never
+initialises: each must end in a written report and exit 0 or 1, never a traceback. The parsers' rules are tested
+on the same recorded output; the end-to-end runs use the fake nvidia-smi and dcgmi first on PATH and, where the
+card count or the versions are the point, the fake CUDA build of torch (tests/preflight/fakes/cuda_torch).
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ import pytest
 
 from provisioning.preflight import hardware
 from provisioning.preflight.profile import DEFAULT_THRESHOLDS
+from provisioning.preflight.report import CONTRACT_CHECKS
 from tests.preflight import fake_tools
-from tests.preflight.fake_tools import ANY, UUIDS, ok
+from tests.preflight.fake_tools import ANY, DCGMI_PASS, ONE_OF_TWO_B200, TWO_B200, UUIDS, ok
 
+OTHER_RANK_CHECKS = [name for name in CONTRACT_CHECKS if name not in ("stack", "arch")]  # after `arch`
 NO_DEVICES = ("No devices were found\n", "", 6)
 UNKNOWN_ERROR = "Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error"
 DCGM_NO_HOST = "Error: unable to establish a connection to the specified host: localhost"
+# The host checks only: no rank is spawned, so the fake CUDA build is never asked to run a kernel.
+HOST_ONLY = {"checks": ["stack", "idle_cards", "gpu_health", "nvlink", "dcgm_diag"]}
 
 
 @pytest.fixture
@@ -198,3 +204,171 @@ def test_dcgm_diag_still_reads_the_json_of_a_run_that_exits_non_zero_because_a_t
     result = hardware.dcgm_diag("cuda", 2, 60)
 
     assert result.status == "fail" and "pcie on GPU 1" in result.detail
+
+
+# --- end to end: every canned fault writes a report and exits 0 or 1, never a traceback ------------------------
+
+SCENARIOS = {
+    # name: (nvidia-smi, dcgmi, fake CUDA cards or None for this machine's CPU-only torch, profile)
+    "no card": ({ANY: NO_DEVICES}, None, 0, None),
+    "one card of two": (ONE_OF_TWO_B200, DCGMI_PASS, 1, None),
+    "broken nvidia-smi line": (
+        TWO_B200
+        | {
+            "--query-gpu=index,uuid,memory.used": ok(f"0, {UUIDS[0]}, 0\n{UNKNOWN_ERROR}\n"),
+            "--query-gpu=index,uuid,ecc.mode.current": ok(f"0, {UUIDS[0]}, Enabled, 0, 0\n1, {UUIDS[1]}, Enabled\n"),
+        },
+        DCGMI_PASS,
+        2,
+        HOST_ONLY,
+    ),
+    "dcgmi error": (TWO_B200, {"diag": (f"{DCGM_NO_HOST}\n", "", 255)}, 2, HOST_ONLY),
+    "fabric not trained": (
+        TWO_B200 | {FABRIC: ok("0, In Progress, In Progress\n1, Not Started, N/A\n")},
+        DCGMI_PASS,
+        2,
+        None,
+    ),
+}
+# The FAIL each scenario must show: (check, phrase in its detail).
+EXPECTED = {
+    "no card": ("arch", "0 of 2 cards visible"),
+    "one card of two": ("arch", "1 of 2 cards visible"),
+    "broken nvidia-smi line": ("idle_cards", UNKNOWN_ERROR),
+    "dcgmi error": ("dcgm_diag", DCGM_NO_HOST),
+    "fabric not trained": ("fabric", "GPU 1: fabric Not Started"),
+}
+
+
+@pytest.fixture(scope="module")
+def node(require_torch, preflight, tmp_path_factory):
+    """`node(scenario)`: the preflight's run on that canned node (--device cuda, two cards asked), once per module."""
+    runs = {}
+
+    def run(name: str):
+        if name not in runs:
+            nvidia_smi, dcgmi, cards, profile = SCENARIOS[name]
+            folder = tmp_path_factory.mktemp(name.replace(" ", "-"))
+            tools = fake_tools.install(folder / "bin", nvidia_smi=nvidia_smi, dcgmi=dcgmi)
+            env = fake_tools.environment(tools, cuda_cards=cards)
+            runs[name] = preflight(folder, "--device", "cuda", "--world-size", "2", profile=profile, env=env)
+        return runs[name]
+
+    return run
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_canned_fault_writes_a_report_and_exits_0_or_1_never_a_traceback(node, scenario):
+    run = node(scenario)
+    check, phrase = EXPECTED[scenario]
+
+    assert run.report is not None, f"no report was written:\n{run.stdout}\n{run.stderr}"
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.check(check)["status"] == "fail"
+    assert phrase in run.check(check)["detail"]
+
+
+@pytest.mark.parametrize("scenario", ["no card", "one card of two"])
+def test_too_few_cards_fail_arch_skip_the_rank_checks_and_still_run_the_hardware_gates(node, scenario):
+    run = node(scenario)
+    visible = "0 of 2" if scenario == "no card" else "1 of 2"
+
+    assert run.check("arch")["detail"].startswith(f"arch failed: {visible} cards visible")
+    for name in OTHER_RANK_CHECKS:
+        assert run.check(name) | {"metrics": {}} == {
+            "name": name,
+            "status": "skip",
+            "detail": f"not run: {visible} cards visible",
+            "metrics": {},
+        }
+    if scenario == "no card":  # the gates ran and say what nvidia-smi said
+        assert "No devices were found" in run.check("arch")["detail"]
+        assert "No devices were found" in run.check("gpu_health")["detail"]
+        assert run.check("gpu_health")["status"] == "fail"
+    else:
+        gates = ["stack", "gpu_health", "fabric", "nvlink", "dcgm_diag", "idle_cards"]
+        assert {name: run.check(name)["status"] for name in gates} == dict.fromkeys(gates, "pass")
+        assert "GPU 0 NVIDIA B200" in run.check("arch")["detail"]
+
+
+def test_a_broken_nvidia_smi_line_fails_each_gate_that_reads_it_and_the_other_gates_still_run(node):
+    run = node("broken nvidia-smi line")
+
+    assert run.check("idle_cards")["detail"].startswith("idle_cards failed: before: nvidia-smi printed a line")
+    assert run.check("gpu_health")["status"] == "fail"
+    assert f"1, {UUIDS[1]}, Enabled" in run.check("gpu_health")["detail"]
+    assert run.check("nvlink")["status"] == run.check("dcgm_diag")["status"] == "pass"
+
+
+def test_an_untrained_fabric_fails_the_fabric_gate_and_the_ranks_are_not_spawned(node):
+    run = node("fabric not trained")
+
+    fabric = run.check("fabric")
+    assert "start nvidia-fabricmanager" in fabric["detail"] and "reset" in fabric["detail"]
+    for name in ["arch", *OTHER_RANK_CHECKS]:
+        assert run.check(name)["status"] == "skip"
+        assert run.check(name)["detail"] == "not run: the NVSwitch fabric is not ready"
+
+
+# --- item 4: a CPU-only build on --device cuda still runs the hardware gates ------------------------------------
+
+
+@pytest.mark.usefixtures("require_torch")
+def test_a_cpu_only_build_on_cuda_fails_stack_and_still_runs_the_hardware_gates(preflight, tmp_path):
+    tools = fake_tools.install(tmp_path / "bin", nvidia_smi=TWO_B200, dcgmi=DCGMI_PASS)
+
+    run = preflight(tmp_path, "--device", "cuda", "--world-size", "2", env=fake_tools.environment(tools))
+
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.check("stack")["status"] == "fail" and "CPU-only build" in run.check("stack")["detail"]
+    gates = ["gpu_health", "fabric", "nvlink", "dcgm_diag", "idle_cards"]
+    assert {name: run.check(name)["status"] for name in gates} == dict.fromkeys(gates, "pass")
+    assert {run.check(name)["detail"] for name in ["arch", *OTHER_RANK_CHECKS]} == {
+        "not run: the stack cannot run on this device"
+    }
+    assert [card["uuid"] for card in run.report["versions"]["node_gpus"]] == list(UUIDS)
+
+
+# --- items 5 and 8: the torch/CUDA facts come from a child process, after the idle snapshot, under a timeout -----
+
+
+@pytest.mark.usefixtures("require_torch")
+def test_the_launcher_never_asks_cuda_itself_and_asks_only_after_the_idle_snapshot(preflight, tmp_path):
+    tools = fake_tools.install(tmp_path / "bin", nvidia_smi=TWO_B200, dcgmi=DCGMI_PASS)
+    log = tmp_path / "calls.log"
+    env = fake_tools.environment(tools, cuda_cards=2, call_log=log)
+
+    run = preflight(tmp_path, "--device", "cuda", "--world-size", "2", profile=HOST_ONLY, env=env)
+
+    assert run.report is not None, run.stdout + run.stderr
+    calls = [line.split(" ", 1) for line in log.read_text().splitlines()]
+    launcher = {pid for pid, call in calls if call.startswith("nvidia-smi")}
+    asked_cuda = [(number, pid) for number, (pid, call) in enumerate(calls) if call.startswith("torch.")]
+    first_idle = next(number for number, (_, call) in enumerate(calls) if "memory.used" in call)
+    assert len(launcher) == 1 and asked_cuda, calls
+    assert all(pid not in launcher for _, pid in asked_cuda), calls
+    assert all(number > first_idle for number, _ in asked_cuda), calls
+    assert run.report["versions"]["cuda"] == "12.8" and run.report["versions"]["nccl"] == "2.26.2"
+
+
+@pytest.mark.usefixtures("require_torch")
+def test_cuda_that_never_initialises_fails_stack_within_the_timeout_and_the_report_is_written(preflight, tmp_path):
+    hanging = tmp_path / "hanging_torch" / "torch"
+    hanging.mkdir(parents=True)
+    # FAKE torch whose import blocks, as cuInit does on an HGX board whose NVSwitch fabric is not trained.
+    (hanging / "__init__.py").write_text("import time\n\ntime.sleep(600)\n")
+    tools = fake_tools.install(tmp_path / "bin", nvidia_smi=TWO_B200, dcgmi=DCGMI_PASS)
+    env = fake_tools.environment(tools) | {"PYTHONPATH": str(hanging.parent)}
+
+    run = preflight(tmp_path, "--device", "cuda", "--world-size", "2", "--cuda-init-timeout", "3", env=env, timeout=60)
+
+    assert run.report is not None, run.stdout + run.stderr
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    stack = run.check("stack")
+    assert stack["status"] == "fail"
+    assert stack["detail"].startswith("stack: CUDA did not initialise within 3 s")
+    assert "nvidia-fabricmanager" in stack["detail"] and "driver" in stack["detail"]
+    assert run.check("arch")["detail"] == "not run: CUDA did not initialise"
+    assert run.check("gpu_health")["status"] == "pass"
+    assert run.report["duration_s"] < 30
