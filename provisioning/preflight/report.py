@@ -32,7 +32,7 @@ CONTRACT_CHECKS = (
     "step_time",
 )
 # Hardware gates, reported after the contract's checks; they run when their tool exists on the node.
-HARDWARE_CHECKS = ("idle_cards", "gpu_health", "nvlink", "dcgm_diag")
+HARDWARE_CHECKS = ("idle_cards", "fabric", "gpu_health", "nvlink", "dcgm_diag")
 ALL_CHECKS = CONTRACT_CHECKS + HARDWARE_CHECKS
 
 # A rank's metrics carry this key when its check failed only because it waited in a collective for a rank that

@@ -1,15 +1,14 @@
 """The versions a report keeps: what was verified, so a customer can reproduce it.
 
-Collected in the launching process without creating a CUDA context (the idle-card gate runs after the
-ranks exit and must find the cards free); each rank adds its own card's name, capability and UUID.
+The launching process records Python and the platform here, and the driver and the node's cards from nvidia-smi
+(`hardware.py`); the PyTorch build's facts come from a child process (`facts.py`), so that the launcher never
+initialises CUDA; each rank adds its own card's name, capability and UUID.
 """
 
 from __future__ import annotations
 
 import platform
 import re
-import shutil
-import subprocess
 from typing import Any
 
 
@@ -35,63 +34,36 @@ def cudnn_text(number: int | None) -> str | None:
     return f"{number // 1000}.{number % 1000 // 100}.{number % 100}"
 
 
-def nvidia_smi_query(fields: str, timeout: float = 20) -> list[list[str]]:
-    """Rows of `nvidia-smi --query-gpu=<fields>`; [] when the tool is missing or fails."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        completed = subprocess.run(  # noqa: S603 - fixed arguments, tool found on PATH
-            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],  # noqa: S607
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if completed.returncode != 0:
-        return []
-    return [[cell.strip() for cell in line.split(",")] for line in completed.stdout.splitlines() if line.strip()]
+TORCH_FACTS = ("torch", "cuda", "cudnn", "nccl", "gloo", "arch_list", "cuda_device_count")
 
 
-def collect(device: str) -> dict[str, Any]:
-    import torch
-    import torch.distributed as dist
-
-    nccl = None
-    if torch.version.cuda and dist.is_available() and dist.is_nccl_available():
-        try:
-            nccl = ".".join(str(part) for part in torch.cuda.nccl.version())
-        except (RuntimeError, AttributeError):
-            nccl = None
-    node_gpus, driver = [], None
-    if device == "cuda":
-        driver = next(iter(nvidia_smi_query("driver_version")), [None])[0]
-        keys = ("index", "name", "uuid", "compute_capability")  # compute_cap needs a 510+ driver
-        rows = nvidia_smi_query("index,name,uuid,compute_cap")
-        node_gpus = [dict(zip(keys, row, strict=True)) for row in rows if len(row) == len(keys)]
-    try:
-        cudnn = cudnn_text(torch.backends.cudnn.version()) if torch.version.cuda else None
-    except RuntimeError:
-        cudnn = None
+def collect() -> dict[str, Any]:
+    """Every key the report's versions carry; what is not known yet stays None or empty."""
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": cudnn,
-        "nccl": nccl,
-        "gloo": dist.is_available() and dist.is_gloo_available(),
-        "driver": driver,
+        "torch": None,
+        "cuda": None,
+        "cudnn": None,
+        "nccl": None,
+        "gloo": None,
+        "driver": None,
         # Every card nvidia-smi lists on the node (the ranks' own cards are below).
-        "node_gpus": node_gpus,
+        "node_gpus": [],
         # What the build targets, e.g. ["sm_90", "sm_100", "sm_120", "compute_120"]; empty on CPU builds.
-        "arch_list": list(torch.cuda.get_arch_list()) if torch.version.cuda else [],
+        "arch_list": [],
+        # The cards CUDA lets the ranks use (CUDA_VISIBLE_DEVICES applies); None until the child answered.
+        "cuda_device_count": None,
         # Filled from the ranks: one entry per card used, in rank order.
         "gpu_names": [],
         "compute_capabilities": [],
         "gpu_uuids": [],
     }
+
+
+def add_torch(versions: dict[str, Any], facts: dict[str, Any]) -> None:
+    """The facts the child process reported (`facts.collect`) into the versions."""
+    versions.update({key: facts[key] for key in TORCH_FACTS if key in facts})
 
 
 def add_cards(versions: dict[str, Any], cards: list[dict[str, Any]]) -> None:

@@ -46,7 +46,7 @@ def require_torch() -> None:
 
 @pytest.fixture(scope="session")
 def preflight(pytestconfig, tmp_path_factory):
-    """Run the preflight: `preflight(tmp_path, "--device", "cpu", ...)` -> Run.
+    """Run the preflight: `preflight(tmp_path, "--device", "cpu", ...)` -> Run; `env` adds to the environment.
 
     Inductor's cache lives in pytest's cache folder (when the cache plugin is on), so compiled steps are
     warm after the first run; TORCHINDUCTOR_CACHE_DIR, when set, wins.
@@ -54,7 +54,9 @@ def preflight(pytestconfig, tmp_path_factory):
     store = getattr(pytestconfig, "cache", None)
     cache = store.mkdir("torchinductor") if store is not None else tmp_path_factory.mktemp("torchinductor")
 
-    def run(folder: Path, *args: str, profile: dict | None = None, timeout: float = 240) -> Run:
+    def run(
+        folder: Path, *args: str, profile: dict | None = None, timeout: float = 240, env: dict[str, str] | None = None
+    ) -> Run:
         folder.mkdir(parents=True, exist_ok=True)
         report_path = folder / "report.json"
         command = [*PREFLIGHT, "--json", str(report_path), *args]
@@ -62,8 +64,9 @@ def preflight(pytestconfig, tmp_path_factory):
             profile_path = folder / "profile.json"
             profile_path.write_text(json.dumps(profile))
             command += ["--profile", str(profile_path)]
-        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(cache))}
-        completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(cache))
+        environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir, **(env or {})}
+        completed = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=timeout)
         report = json.loads(report_path.read_text()) if report_path.exists() else None
         return Run(completed.returncode, completed.stdout, completed.stderr, report)
 

@@ -64,20 +64,23 @@ def test_an_invalid_profile_is_a_usage_error_that_says_what_is_wrong(tmp_path, c
 
 
 @pytest.mark.usefixtures("require_torch")
-def test_cuda_without_cards_is_refused_and_never_silently_runs_on_cpu(tmp_path):
+def test_cuda_without_cards_fails_the_preflight_and_never_silently_runs_on_cpu(tmp_path):
     import torch
 
     # On a machine with cards, they are hidden from the preflight: it must see none.
     no_cards = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     completed, wrote_report = run(tmp_path, "--device", "cuda", "--world-size", "2", env=no_cards)
 
-    if torch.version.cuda:  # a CUDA build that sees no card: the world size exceeds the visible cards
-        assert completed.returncode == 2
-        assert "0 cuda cards are visible" in completed.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    checks = {check["name"]: check for check in report["checks"]}
+    assert completed.returncode == 1
+    if torch.version.cuda:  # a CUDA build that sees no card: `arch` fails with the count, no rank runs
+        assert checks["arch"]["status"] == "fail"
+        assert checks["arch"]["detail"].startswith("arch failed: 0 of 2 cards visible")
+        assert "CUDA_VISIBLE_DEVICES=''" in checks["arch"]["detail"]
+        assert checks["load"]["detail"] == "not run: 0 of 2 cards visible"
     else:  # a CPU-only build on --device cuda: `stack` fails with what to install, the report says so
-        report = json.loads((tmp_path / "report.json").read_text())
         stack = report["checks"][0]
-        assert completed.returncode == 1
         assert stack["name"] == "stack" and stack["status"] == "fail"
         assert "CPU-only build" in stack["detail"] and "install a CUDA 12.8+ build of PyTorch 2.7" in stack["detail"]
         assert {check["status"] for check in report["checks"][1:]} == {"skip"}
