@@ -9,6 +9,7 @@ CUDA that never initialises or an unexpected exception is a failed check in it, 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import re
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provisioning.preflight import facts, hardware, split, versions
+from provisioning.preflight import cards, facts, hardware, nccl_tests, split, versions
 from provisioning.preflight.checks import stack
 from provisioning.preflight.profile import ProfileError, Settings, read_profile, resolve
 from provisioning.preflight.report import (
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace, settings: Settings, injections: dict[str, int]
     results: dict[str, Result] = {}
     found = versions.collect()
     try:
-        host_flow(args, settings, injections, results, found)
+        settings = host_flow(args, settings, injections, results, found)
     except Exception as exc:  # the report must be written whatever went wrong: the crash is its failed check
         record_crash(results, exc)
     return build_report(
@@ -152,6 +153,7 @@ def run(args: argparse.Namespace, settings: Settings, injections: dict[str, int]
         device=args.device,
         world_size=args.world_size,
         thresholds=settings.thresholds,
+        threshold_sources=settings.threshold_sources,
         profile=settings.describe(),
         started_at=started_at,
         finished_at=now(),
@@ -167,13 +169,16 @@ def host_flow(
     injections: dict[str, int],
     results: dict[str, Result],
     found: dict[str, Any],
-) -> None:
-    """The checks in the order the node needs them, each result recorded as soon as it is known."""
-    device, thresholds = args.device, settings.thresholds
+) -> Settings:
+    """The checks in the order the node needs them, each result recorded as soon as it is known; returns the
+    settings they ran with (the thresholds for the node's cards)."""
+    device = args.device
     found["driver"] = hardware.driver_version(device)
-    cards, cards_note = hardware.node_cards(device)
-    found["node_gpus"] = cards or []
-    # The node's cards are known from here on, before any gate runs.
+    listed, cards_note = hardware.node_cards(device)
+    found["node_gpus"] = listed or []
+    # The node's cards are known from here on, before any gate runs: their own floors apply.
+    settings = for_the_cards(settings, device, listed)
+    thresholds = settings.thresholds
     before = idle_snapshot(device, settings, "before")
     gate(results, settings, "fabric", lambda: hardware.fabric(device))
     # Only now may CUDA be asked (in a child process): the idle snapshot never sees the preflight itself.
@@ -186,8 +191,10 @@ def host_flow(
     # DCGM's diagnostic needs the cards to itself: it runs before the ranks start.
     dcgm = settings.dcgm
     gate(results, settings, "dcgm_diag", lambda: hardware.dcgm_diag(device, dcgm["level"], dcgm["timeout_s"]))
-    shortage = card_shortage(args, found, cards, cards_note)
+    shortage = card_shortage(args, found, listed, cards_note)
     blocker = ranks_blocker(unusable, shortage, results, torch_facts)
+    if not blocker:
+        settings = calibrated_by_nccl_tests(settings, args)
     results.update(not_run(blocker, settings) if blocker else launch_ranks(args, settings, injections))
     if shortage is not None:
         results["arch"] = shortage  # a missing card fails the preflight, whatever the profile selects
@@ -196,6 +203,29 @@ def host_flow(
     arch = results.get("arch")
     if arch is not None:
         versions.add_cards(found, [entry.get("card", {}) for entry in arch.metrics.get("ranks", [])])
+    return settings
+
+
+def for_the_cards(settings: Settings, device: str, listed: list[dict[str, str]] | None) -> Settings:
+    """The card-specific thresholds for the cards nvidia-smi lists (cards.py); the cpu rehearsal keeps the
+    defaults, which it does not apply."""
+    if device != "cuda":
+        return dataclasses.replace(settings, threshold_sources={"card": "cpu rehearsal: card floors do not apply"})
+    thresholds, sources = cards.for_node(settings.thresholds, settings.thresholds_given, listed or [])
+    return dataclasses.replace(settings, thresholds=thresholds, threshold_sources=sources)
+
+
+def calibrated_by_nccl_tests(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The busbw floor from this node's own nccl-tests run, when installed (it runs on the cards before the ranks)."""
+    if args.device != "cuda" or args.world_size < 2 or not settings.runs("allreduce"):
+        return settings
+    if "busbw_floor_gbps" in settings.thresholds_given:
+        return settings
+    measured = nccl_tests.measure(args.world_size)
+    thresholds, sources = nccl_tests.calibrate(
+        settings.thresholds, settings.threshold_sources, settings.thresholds_given, measured
+    )
+    return dataclasses.replace(settings, thresholds=thresholds, threshold_sources=sources)
 
 
 def not_selected(name: str) -> Result:
@@ -243,7 +273,8 @@ def stack_check(
     if "torch_error" in torch_facts:
         detail = f"stack: torch is not importable ({torch_facts['torch_error']}): {stack.FIX}"
         return Result("stack", FAIL, detail), CANNOT_RUN
-    result = stack.evaluate(found, device=device, thresholds=settings.thresholds)
+    card = settings.threshold_sources.get("card", "B200 (sm_100)")
+    result = stack.evaluate(found, device=device, thresholds=settings.thresholds, card=card)
     if device == "cuda" and not found["cuda"]:
         return result, CANNOT_RUN
     return (result if settings.runs("stack") else not_selected("stack")), None

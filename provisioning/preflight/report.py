@@ -139,6 +139,7 @@ def build_report(
     device: str,
     world_size: int,
     thresholds: dict[str, Any],
+    threshold_sources: dict[str, str],
     profile: dict[str, Any],
     started_at: str,
     finished_at: str,
@@ -160,6 +161,8 @@ def build_report(
         "duration_s": round(duration_s, 3),
         "versions": versions,
         "thresholds": thresholds,
+        # Where each card-specific threshold came from: the card's figure, the profile, this node's nccl-tests.
+        "threshold_sources": threshold_sources,
         "profile": profile,
         "checks": checks,
         "split": split,

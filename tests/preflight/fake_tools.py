@@ -27,11 +27,11 @@ def ok(stdout: str) -> Canned:
     return stdout, "", 0
 
 
-def nvlink_status(speeds: list[list[str]]) -> str:
+def nvlink_status(speeds: list[list[str]], name: str = "NVIDIA B200") -> str:
     """`nvidia-smi nvlink --status`: one block per card, one line per link."""
     text = ""
     for index, links in enumerate(speeds):
-        text += f"GPU {index}: NVIDIA B200 (UUID: {UUIDS[index]})\n"
+        text += f"GPU {index}: {name} (UUID: {UUIDS[index]})\n"
         text += "".join(f"\t Link {link}: {speed}\n" for link, speed in enumerate(links))
     return text
 
@@ -46,26 +46,26 @@ DCGM_PASS = {
 }
 
 
-def b200_board(cards: int) -> dict[str, Canned]:
-    """A healthy HGX B200 board as nvidia-smi answers the preflight, with `cards` cards listed."""
+def board(cards: int, name: str = "NVIDIA B200", capability: str = "10.0", links: int = 18) -> dict[str, Canned]:
+    """A healthy HGX board (B200 unless told) as nvidia-smi answers the preflight, with `cards` cards listed."""
 
     def rows(template: str) -> Canned:
         return ok("".join(template.format(i=i, uuid=UUIDS[i]) + "\n" for i in range(cards)))
 
     return {
-        "--query-gpu=index,name,uuid,compute_cap": rows("{i}, NVIDIA B200, {uuid}, 10.0"),
+        "--query-gpu=index,name,uuid,compute_cap": rows(f"{{i}}, {name}, {{uuid}}, {capability}"),
         "--query-gpu=driver_version": rows("570.124.06"),
         "--query-gpu=index,uuid,memory.used": rows("{i}, {uuid}, 0"),
         "--query-compute-apps=": ok(""),
         "--query-gpu=index,uuid,ecc.mode.current": rows("{i}, {uuid}, Enabled, 0, 0"),
         "--query-remapped-rows=": rows("{uuid}, 0, 0, No, No"),
         "--query-gpu=index,fabric.state,fabric.status": rows("{i}, Completed, Success"),
-        "nvlink --status": ok(nvlink_status([["53.125 GB/s"] * 18] * cards)),
+        "nvlink --status": ok(nvlink_status([["53.125 GB/s"] * links] * cards, name)),
     }
 
 
-TWO_B200 = b200_board(2)
-ONE_OF_TWO_B200 = b200_board(1)  # card 1 gone: unseated, or fallen off the bus
+TWO_B200 = board(2)
+ONE_OF_TWO_B200 = board(1)  # card 1 gone: unseated, or fallen off the bus
 DCGMI_PASS: dict[str, Canned] = {"diag": ok(json.dumps(DCGM_PASS))}
 
 
@@ -86,10 +86,16 @@ def script(tool: str, folder: Path, canned: dict[str, Canned]) -> str:
     return "\n".join(lines)
 
 
-def install(folder: Path, *, nvidia_smi: dict[str, Canned], dcgmi: dict[str, Canned] | None = None) -> Path:
-    """Write the fakes into `folder` and return it; dcgmi is left out (not on PATH) when None."""
+def install(
+    folder: Path,
+    *,
+    nvidia_smi: dict[str, Canned],
+    dcgmi: dict[str, Canned] | None = None,
+    all_reduce_perf: dict[str, Canned] | None = None,
+) -> Path:
+    """Write the fakes into `folder` and return it; dcgmi and nccl-tests are left out (not on PATH) when None."""
     folder.mkdir(parents=True, exist_ok=True)
-    for tool, canned in (("nvidia-smi", nvidia_smi), ("dcgmi", dcgmi)):
+    for tool, canned in (("nvidia-smi", nvidia_smi), ("dcgmi", dcgmi), ("all_reduce_perf", all_reduce_perf)):
         if canned is None:
             continue
         path = folder / tool
@@ -98,12 +104,15 @@ def install(folder: Path, *, nvidia_smi: dict[str, Canned], dcgmi: dict[str, Can
     return folder
 
 
-def environment(tools: Path, *, cuda_cards: int | None = None, call_log: Path | None = None) -> dict[str, str]:
+def environment(
+    tools: Path, *, cuda_cards: int | None = None, call_log: Path | None = None, cuda: str = "12.8"
+) -> dict[str, str]:
     """The preflight's environment: the fakes first on PATH and, with cuda_cards, the fake CUDA build of torch."""
     env = {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
     if cuda_cards is not None:
         env["PYTHONPATH"] = str(FAKES / "cuda_torch")
         env["FAKE_CUDA_CARDS"] = str(cuda_cards)
+        env["FAKE_CUDA_VERSION"] = cuda
     if call_log is not None:
         env["FAKE_CALL_LOG"] = str(call_log)
     return env

@@ -15,6 +15,7 @@ from provisioning.preflight import cards, nccl_tests
 from provisioning.preflight.checks import stack
 from provisioning.preflight.profile import DEFAULT_THRESHOLDS, resolve
 from provisioning.preflight.report import Result
+from tests.preflight import fake_tools
 
 GIB = 2**30
 
@@ -173,3 +174,74 @@ def test_the_profiles_floor_is_not_calibrated_and_a_failed_nccl_tests_run_change
     failed = {"command": "all_reduce_perf -b 8G -e 8G -g 2", "busbw_gbps": None, "problem": "exited 1: no figure"}
     thresholds, sources = nccl_tests.calibrate(DEFAULT_THRESHOLDS, {}, frozenset(), failed)
     assert thresholds["busbw_floor_gbps"] == 603.0 and "gave no figure: exited 1" in sources["nccl_tests"]
+
+
+# --- end to end: the preflight looks its node's cards up before the gates (fake NVIDIA tools, fake CUDA torch) ---
+
+HOST_ONLY = {"checks": ["stack", "idle_cards", "gpu_health", "nvlink", "dcgm_diag"]}
+
+
+def node_run(preflight, folder, nvidia_smi, *, cuda: str = "12.8", all_reduce_perf=None, world_size: int = 2):
+    tools = fake_tools.install(
+        folder / "bin", nvidia_smi=nvidia_smi, dcgmi=fake_tools.DCGMI_PASS, all_reduce_perf=all_reduce_perf
+    )
+    env = fake_tools.environment(tools, cuda_cards=world_size, cuda=cuda)
+    return preflight(folder, "--device", "cuda", "--world-size", str(world_size), profile=HOST_ONLY, env=env)
+
+
+@pytest.mark.usefixtures("require_torch")
+def test_two_h200_on_cuda_12_4_are_held_to_the_h200_figures_not_the_b200s(preflight, tmp_path):
+    run = node_run(preflight, tmp_path, fake_tools.board(2, "NVIDIA H200", "9.0"), cuda="12.4")
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.check("stack")["status"] == "pass"
+    assert "CUDA >= 11.8 for H200 (sm_90)" in run.check("stack")["detail"]
+    assert run.check("nvlink")["status"] == "pass"
+    thresholds = run.report["thresholds"]
+    assert (thresholds["matmul_tflops_floor"], thresholds["busbw_floor_gbps"], thresholds["min_cuda"]) == (
+        592.5,
+        328.5,
+        "11.8",
+    )
+    assert run.report["threshold_sources"]["card"] == "H200 (sm_90)"
+
+
+@pytest.mark.usefixtures("require_torch")
+def test_two_a100_pass_nvlink_with_their_12_links_that_the_b200_rule_failed(preflight, tmp_path):
+    run = node_run(preflight, tmp_path, fake_tools.board(2, "NVIDIA A100-SXM4-80GB", "8.0", links=12), cuda="11.8")
+
+    nvlink = run.check("nvlink")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert nvlink["status"] == "pass" and ">= 12 active links" in nvlink["detail"]
+    assert run.report["thresholds"]["busbw_floor_gbps"] is None
+    assert run.report["threshold_sources"]["busbw_floor_gbps"].startswith("no figure for A100")
+
+
+@pytest.mark.usefixtures("require_torch")
+def test_a_b200_pair_on_cuda_12_6_still_fails_stack(preflight, tmp_path):
+    run = node_run(preflight, tmp_path, fake_tools.TWO_B200, cuda="12.6")
+
+    assert run.returncode == 1
+    assert "built for CUDA 12.6; B200 (sm_100) needs CUDA 12.8+" in run.check("stack")["detail"]
+
+
+def test_nccl_tests_on_the_node_calibrate_the_floor_before_the_ranks(tmp_path, monkeypatch):
+    """The host runs the node's `all_reduce_perf` (a fake here) at 8 GiB on the ranks' cards, and reads its figure."""
+    import argparse
+
+    from provisioning.preflight import cli
+
+    tools = fake_tools.install(
+        tmp_path / "bin",
+        nvidia_smi=fake_tools.TWO_B200,
+        all_reduce_perf={"-b 8G -e 8G -g 2": fake_tools.ok(NCCL_TESTS_OUTPUT)},
+    )
+    monkeypatch.setenv("PATH", fake_tools.environment(tools)["PATH"])
+    b200 = settings_for(gpus("NVIDIA B200", "10.0"))
+
+    calibrated = cli.calibrated_by_nccl_tests(b200, argparse.Namespace(device="cuda", world_size=2))
+
+    assert calibrated.thresholds["busbw_floor_gbps"] == 487.7
+    assert calibrated.threshold_sources["busbw_below_card"].startswith("this node's nccl-tests floor 487.7 GB/s")
+    one_card = cli.calibrated_by_nccl_tests(b200, argparse.Namespace(device="cuda", world_size=1))
+    assert one_card.thresholds["busbw_floor_gbps"] == 603.0  # nothing to measure between cards

@@ -1,6 +1,7 @@
-"""FAKE CUDA build of PyTorch for the preflight tests: this machine's CPU-only torch claims CUDA 12.8 and cards.
+"""FAKE CUDA build of PyTorch for the preflight tests: this machine's CPU-only torch claims CUDA and cards.
 
-On PYTHONPATH with FAKE_CUDA_CARDS=N, every Python process started so patches torch at startup: CUDA 12.8,
+On PYTHONPATH with FAKE_CUDA_CARDS=N, every Python process started so patches torch at startup: CUDA 12.8 (or
+FAKE_CUDA_VERSION),
 NCCL 2.26.2, cuDNN 9.8.0, a Blackwell arch list and N cards. No kernel can run on these cards: use it only where
 the card count or the versions are what a test is about, and where no rank is spawned. With FAKE_CALL_LOG set,
 each patched call appends "<pid> torch.<call>" to that file, so a test can see which process asked CUDA.
@@ -24,7 +25,7 @@ if "FAKE_CUDA_CARDS" in os.environ:
 
         return call
 
-    torch.version.cuda = "12.8"
+    torch.version.cuda = os.environ.get("FAKE_CUDA_VERSION", "12.8")
     torch.cuda.device_count = logged("cuda.device_count", CARDS)
     torch.cuda.get_arch_list = logged("cuda.get_arch_list", ["sm_90", "sm_100", "sm_120", "compute_120"])
     torch.cuda.nccl.version = logged("cuda.nccl.version", (2, 26, 2))
