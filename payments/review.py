@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
+
 from django.db import transaction
 from django.utils import timezone
 
+from payments.lifecycle import REVIEWER_TRANSITIONS, payment_note, payment_transition
 from payments.models import PaymentRequest, PaymentStatus
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
-from payments.settle import payment_transition
 from shop import capacity
 from shop.orders import OrderInputError, OrderPaymentOutcome, order_payment_outcome
 
@@ -26,66 +29,96 @@ class Decision:
     choices = [(ACCEPT, "Accept the payment"), (REJECT, "Reject the payment"), (REFUND, "Mark for refund")]
 
 
+@dataclass(frozen=True)
+class Review:
+    """One decision in the making, under the payment's row lock."""
+
+    payment: PaymentRequest
+    credits: list
+    reviewer: str
+    reason: str
+    now: dt.datetime
+
+    @property
+    def actor(self) -> str:
+        return f"reviewer {self.reviewer}"
+
+
 def payment_review_decide(*, payment_id: int, decision: str, reason: str, reviewer: str) -> PaymentRequest:
     if not reason.strip():
         raise ReviewError("A reason is required for every decision.")
     now = timezone.now()
-    actor = f"reviewer {reviewer}"
     with transaction.atomic():
         # Lock order: nodes (an accepted order may need its lots held again), payment, order.
         capacity.lock_sellable_nodes()
         payment = PaymentRequest.objects.select_for_update().get(pk=payment_id)
         credits = list(payment.credits.filter(removed_at__isnull=True).select_related("network", "asset"))
-        money = {"payment": payment, "credits": credits}
+        review = Review(payment=payment, credits=credits, reviewer=reviewer, reason=reason, now=now)
         if decision == Decision.ACCEPT:
-            if not credits:
-                raise ReviewError("Nothing arrived at this address: there is nothing to accept.")
-            if payment.status in (P.CONFIRMED, P.REJECTED):
-                raise ReviewError(f"The payment is already {payment.status}.")
-            payment.reviewed_at, payment.reviewed_by, payment.settled_at = now, reviewer, now
-            if payment.refund_decided_at is None:
-                payment.refunds_due = []  # what is on the address now is accepted; later money is due back
-            payment.save(update_fields=["reviewed_at", "reviewed_by", "settled_at"])
-            payment_transition(payment=payment, to=P.CONFIRMED, actor=actor, reason=reason, now=now)
-            try:
-                order_payment_outcome(
-                    order_id=payment.order_id,
-                    outcome=OrderPaymentOutcome.PAID,
-                    actor=actor,
-                    reason=f"payment accepted by a reviewer: {reason}",
-                    now=now,
-                    hold_missing_lots=True,
-                )
-            except OrderInputError as exc:
-                raise ReviewError(f"{exc.message} The order's lots were released; free a node first.") from None
+            _accept(review)
         elif decision == Decision.REJECT:
-            if payment.status == P.REJECTED:
-                raise ReviewError("The payment is already rejected.")
-            payment.reviewed_at, payment.reviewed_by = now, reviewer
-            payment.refunds_due, payment.refund_decided_at = refunds_due_compute(**money, scope=ALL), now
-            payment.save(update_fields=["reviewed_at", "reviewed_by", "refunds_due", "refund_decided_at"])
-            payment_transition(payment=payment, to=P.REJECTED, actor=actor, reason=reason, now=now)
-            order_payment_outcome(
-                order_id=payment.order_id,
-                outcome=OrderPaymentOutcome.REJECTED,
-                actor=actor,
-                reason=f"payment rejected by a reviewer: {reason}",
-                now=now,
-            )
+            _reject(review)
         elif decision == Decision.REFUND:
-            # What the order does not need (an excess, stray money), or all of it when it needs none of it.
-            due = refunds_due_compute(**money, scope=UNNEEDED)
-            if payment.status == P.REJECTED or not due:
-                due = refunds_due_compute(**money, scope=ALL)
-            payment.refunds_due, payment.refund_decided_at = due, now
-            payment.save(update_fields=["refunds_due", "refund_decided_at"])
-            payment_transition(
-                payment=payment,
-                to=payment.status,
-                actor=actor,
-                reason=f"marked for refund of {refunds_due_text(due)}: {reason}",
-                now=now,
-            )
+            _mark_for_refund(review)
         else:
             raise ReviewError(f"Unknown decision {decision!r}.")
     return payment
+
+
+def _refuse_unless_allowed(payment: PaymentRequest, to: str) -> None:
+    """Checked before anything is saved: a move outside REVIEWER_TRANSITIONS is a decision made already."""
+    if to not in REVIEWER_TRANSITIONS[payment.status]:
+        raise ReviewError(f"The payment is already {payment.status}.")
+
+
+def _accept(review: Review) -> None:
+    payment, now = review.payment, review.now
+    if not review.credits:
+        raise ReviewError("Nothing arrived at this address: there is nothing to accept.")
+    _refuse_unless_allowed(payment, P.CONFIRMED)
+    payment.reviewed_at, payment.reviewed_by, payment.settled_at = now, review.reviewer, now
+    if payment.refund_decided_at is None:
+        payment.refunds_due = []  # what is on the address now is accepted; later money is due back
+    payment.save(update_fields=["reviewed_at", "reviewed_by", "settled_at", "refunds_due"])
+    payment_transition(payment=payment, to=P.CONFIRMED, actor=review.actor, reason=review.reason, now=now)
+    try:
+        order_payment_outcome(
+            order_id=payment.order_id,
+            outcome=OrderPaymentOutcome.PAID,
+            actor=review.actor,
+            reason=f"payment accepted by a reviewer: {review.reason}",
+            now=now,
+            hold_missing_lots=True,
+        )
+    except OrderInputError as exc:
+        raise ReviewError(f"{exc.message} The order's lots were released; free a node first.") from None
+
+
+def _reject(review: Review) -> None:
+    payment, now = review.payment, review.now
+    _refuse_unless_allowed(payment, P.REJECTED)
+    payment.reviewed_at, payment.reviewed_by = now, review.reviewer
+    payment.refunds_due = refunds_due_compute(payment=payment, credits=review.credits, scope=ALL)
+    payment.refund_decided_at = now
+    payment.save(update_fields=["reviewed_at", "reviewed_by", "refunds_due", "refund_decided_at"])
+    payment_transition(payment=payment, to=P.REJECTED, actor=review.actor, reason=review.reason, now=now)
+    order_payment_outcome(
+        order_id=payment.order_id,
+        outcome=OrderPaymentOutcome.REJECTED,
+        actor=review.actor,
+        reason=f"payment rejected by a reviewer: {review.reason}",
+        now=now,
+    )
+
+
+def _mark_for_refund(review: Review) -> None:
+    """Not a change of status: the decision is kept as a note in the payment's history."""
+    payment, now = review.payment, review.now
+    # What the order does not need (an excess, stray money), or all of it when it needs none of it.
+    due = refunds_due_compute(payment=payment, credits=review.credits, scope=UNNEEDED)
+    if payment.status == P.REJECTED or not due:
+        due = refunds_due_compute(payment=payment, credits=review.credits, scope=ALL)
+    payment.refunds_due, payment.refund_decided_at = due, now
+    payment.save(update_fields=["refunds_due", "refund_decided_at"])
+    reason = f"marked for refund of {refunds_due_text(due)}: {review.reason}"
+    payment_note(payment=payment, actor=review.actor, reason=reason, now=now)

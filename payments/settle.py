@@ -29,7 +29,8 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from payments.models import CreditKind, PaymentEvent, PaymentRequest, PaymentStatus
+from payments.lifecycle import payment_note, payment_transition
+from payments.models import CreditKind, PaymentRequest, PaymentStatus
 from payments.refunds_due import AFTER_SETTLEMENT, UNNEEDED, refunds_due_compute
 from shop.orders import OrderPaymentOutcome, order_payment_outcome
 from shop.outbox import email_enqueue
@@ -37,6 +38,8 @@ from shop.outbox import email_enqueue
 log = logging.getLogger(__name__)
 P = PaymentStatus
 
+# What the order is told for each status the credits call for; shop.orders.ORDER_PAYMENT_OUTCOMES says what
+# each outcome does to the order. Rejected is a reviewer's, who tells the order directly (payments/review.py).
 OUTCOME = {
     P.PENDING: OrderPaymentOutcome.UNPAID,
     P.DETECTED: OrderPaymentOutcome.HOLD,
@@ -108,15 +111,6 @@ def _outcome(payment: PaymentRequest, status: str) -> str:
     return OUTCOME[status]
 
 
-def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: str, now: dt.datetime) -> None:
-    """Save the new status and write its event row. The caller holds the payment's row lock."""
-    PaymentEvent.objects.create(
-        payment=payment, created_at=now, from_status=payment.status, to_status=to, actor=actor, reason=reason
-    )
-    payment.status = to
-    payment.save(update_fields=["status", *FIGURES])
-
-
 def _figures_from_credits(payment: PaymentRequest, credits: list, now: dt.datetime) -> str:
     """The status the credits call for, with the payment's figures set (not saved). The caller holds the lock.
 
@@ -158,10 +152,9 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
         credits = list(payment.credits.select_related("network", "asset"))
         _review_lapse_if_money_gone(payment, credits)
         status = _figures_from_credits(payment, credits, now)
+        payment.save(update_fields=FIGURES)
         if payment.reviewed_at is not None or status == payment.status:
-            # A reviewer's decision stands (the figures are refreshed), or nothing moved.
-            payment.save(update_fields=FIGURES)
-            return payment.status
+            return payment.status  # a reviewer's decision stands (the figures are refreshed), or nothing moved
         reason = _reason(status, credits)
         payment_transition(payment=payment, to=status, actor="system", reason=reason, now=now)
         order_payment_outcome(
@@ -209,7 +202,10 @@ def payment_settle_after_deep_reorg(*, payment_id: int, reason: str, now: dt.dat
         status = _figures_from_credits(payment, list(payment.credits.select_related("network", "asset")), now)
         if payment.status == P.REJECTED:
             status = P.REJECTED  # refused already: the figures change, the decision stands
-        payment_transition(payment=payment, to=status, actor="system", reason=f"{reason}; a reviewer decides", now=now)
+        payment.save(update_fields=FIGURES)
+        why = f"{reason}; a reviewer decides"
+        if not payment_transition(payment=payment, to=status, actor="system", reason=why, now=now):
+            payment_note(payment=payment, actor="system", reason=why, now=now)  # the status stays: a note says why
         if status != P.REJECTED:
             order_payment_outcome(
                 order_id=payment.order_id,

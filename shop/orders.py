@@ -6,7 +6,8 @@ import datetime as dt
 import hmac
 import logging
 import secrets
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -267,12 +268,60 @@ class OrderPaymentOutcome:
     REJECTED = "rejected"  # a reviewer refused the payment
 
 
-# The status an order moves to for each outcome, from the statuses where that move makes sense.
-OUTCOME_TARGETS = {
-    OrderPaymentOutcome.PAID: (S.PAID, (S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.NEEDS_REVIEW)),
-    OrderPaymentOutcome.NEEDS_REVIEW: (S.NEEDS_REVIEW, (S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.EXPIRED, S.PAID)),
-    OrderPaymentOutcome.UNPAID: (S.AWAITING_PAYMENT, (S.PAID, S.NEEDS_REVIEW)),
-    OrderPaymentOutcome.REJECTED: (S.CANCELLED, (S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.NEEDS_REVIEW, S.EXPIRED)),
+class Holds:
+    """What a payment outcome does to the order's live holds on lots."""
+
+    OPEN_ENDED = "open_ended"  # kept without an end: the money is there
+    WINDOW = "window"  # kept until the payment window's end, as for an order with nothing seen
+    RELEASED = "released"  # the order is cancelled
+    # A review keeps them as they were: the window's end (or a reviewer's extension), or no end once the right
+    # asset arrived in full. Anything less must not hold the fleet until someone acts.
+    AS_THEY_WERE = "as_they_were"
+
+
+@dataclass(frozen=True)
+class OutcomeRule:
+    """What one payment outcome does to an order. From any other status it moves nothing: it is logged (or
+    noted, when the caller asks) as evidence for staff, e.g. money for an order that is being prepared."""
+
+    target: str | None  # the status the order moves to; None: the status stays, only the holds change
+    moves_from: frozenset[str]
+    holds: str  # one of Holds
+    stays_in: frozenset[str] = frozenset()  # in effect already: no move, the holds are set again
+    # Order statuses where another outcome applies instead, and why.
+    instead: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+_O = OrderPaymentOutcome
+# Each payment outcome: the order status it leads to, and from where. Every move is also in ORDER_TRANSITIONS.
+ORDER_PAYMENT_OUTCOMES: dict[str, OutcomeRule] = {
+    _O.PAID: OutcomeRule(
+        target=S.PAID,
+        moves_from=frozenset({S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.NEEDS_REVIEW}),
+        stays_in=frozenset({S.PAID}),
+        holds=Holds.OPEN_ENDED,
+        # Paid in time, seen after the lots were released: a reviewer confirms there is still room.
+        instead={S.EXPIRED: (_O.NEEDS_REVIEW, "the order had expired and its lots were released")},
+    ),
+    _O.NEEDS_REVIEW: OutcomeRule(
+        target=S.NEEDS_REVIEW,
+        moves_from=frozenset({S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.EXPIRED, S.PAID}),
+        stays_in=frozenset({S.NEEDS_REVIEW}),
+        holds=Holds.AS_THEY_WERE,
+    ),
+    _O.HOLD: OutcomeRule(target=None, moves_from=frozenset(), holds=Holds.OPEN_ENDED),
+    _O.UNPAID: OutcomeRule(
+        target=S.AWAITING_PAYMENT,
+        moves_from=frozenset({S.PAID, S.NEEDS_REVIEW}),
+        stays_in=frozenset(UNPAID_STATUSES),  # part of the amount seen: the window's end stands
+        holds=Holds.WINDOW,
+    ),
+    _O.REJECTED: OutcomeRule(
+        target=S.CANCELLED,
+        moves_from=frozenset({S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.NEEDS_REVIEW, S.EXPIRED}),
+        stays_in=frozenset({S.CANCELLED}),
+        holds=Holds.RELEASED,
+    ),
 }
 
 
@@ -286,45 +335,47 @@ def order_payment_outcome(
     hold_missing_lots: bool = False,
     note_if_unmoved: bool = False,
 ) -> Order:
-    """The one door from payments into shop. Runs inside the payment's transaction (lock order:
-    payment, then order). Lots are held without a deadline once the full amount is seen, or paid.
+    """The one door from payments into shop, following ORDER_PAYMENT_OUTCOMES. Runs inside the payment's
+    transaction (lock order: payment, then order).
     `note_if_unmoved`: an order whose status cannot move (being prepared, active) still gets an event row."""
     now = now or timezone.now()
     order = Order.objects.select_for_update().get(pk=order_id)
-    if outcome == OrderPaymentOutcome.HOLD:
-        order.reservations.filter(released_at__isnull=True).update(expires_at=None)
+    rule = ORDER_PAYMENT_OUTCOMES[outcome]
+    if order.status in rule.instead:
+        outcome, why = rule.instead[order.status]
+        rule, reason = ORDER_PAYMENT_OUTCOMES[outcome], f"{reason}; {why}"
+    if rule.target is None:  # the status stays: only the holds change
+        _holds_follow(order=order, holds=rule.holds, reason=reason, now=now)
         return order
-    if outcome == OrderPaymentOutcome.PAID and order.status == S.EXPIRED:
-        # Paid in time, seen after the lots were released: a reviewer confirms there is still room.
-        outcome, reason = (
-            OrderPaymentOutcome.NEEDS_REVIEW,
-            f"{reason}; the order had expired and its lots were released",
-        )
-    target, sources = OUTCOME_TARGETS[outcome]
-    if order.status in sources:
-        order_transition(order=order, to=target, actor=actor, reason=reason, now=now)
-    elif note_if_unmoved and order.status != target:
+    if order.status in rule.moves_from:
+        order_transition(order=order, to=rule.target, actor=actor, reason=reason, now=now)
+    elif order.status not in rule.stays_in:
+        _outcome_unmoved(order=order, outcome=outcome, reason=reason, actor=actor, now=now, note=note_if_unmoved)
+        return order
+    if hold_missing_lots and rule.target == S.PAID:
+        _hold_missing_lots(order=order, now=now)
+    lots_available_forget()  # holds may be taken again or released below
+    _holds_follow(order=order, holds=rule.holds, reason=reason, now=now)
+    return order
+
+
+def _outcome_unmoved(*, order: Order, outcome: str, reason: str, actor: str, now: dt.datetime, note: bool) -> None:
+    if note:
         # e.g. a deep reorg under an order whose access is given: staff see it on the order, nothing moves.
         order_note(order=order, actor=actor, reason=reason, now=now)
         log.warning("order %s: payment outcome %s noted in status %s", order.reference, outcome, order.status)
-        return order
-    elif order.status != target and not (outcome == OrderPaymentOutcome.UNPAID and order.status in UNPAID_STATUSES):
-        # e.g. money for an order that is already being prepared: evidence for staff, no move.
+    else:
         log.warning("order %s: payment outcome %s ignored in status %s", order.reference, outcome, order.status)
-        return order
-    if hold_missing_lots and target == S.PAID:
-        _hold_missing_lots(order=order, now=now)
-    lots_available_forget()  # holds may be taken again or released below
+
+
+def _holds_follow(*, order: Order, holds: str, reason: str, now: dt.datetime) -> None:
     live = order.reservations.filter(released_at__isnull=True)
-    # A review keeps the holds as they were: the payment window's end (or a reviewer's extension), or no end
-    # once the right asset arrived in full. Anything less must not hold the fleet until someone acts.
-    if target == S.PAID:
+    if holds == Holds.OPEN_ENDED:
         live.update(expires_at=None)
-    elif target == S.AWAITING_PAYMENT:
+    elif holds == Holds.WINDOW:
         live.update(expires_at=order.payment.expires_at)
-    elif target == S.CANCELLED:
+    elif holds == Holds.RELEASED:
         capacity.release_lots(order=order, now=now, reason=reason)
-    return order
 
 
 def _hold_missing_lots(*, order: Order, now: dt.datetime) -> None:
