@@ -19,6 +19,7 @@ from provisioning.drivers import driver_for
 from provisioning.drivers.base import Driver, DriverError
 from provisioning.manifest import manifest_create
 from provisioning.models import AccessGrant, Node, NodeState, PreparationRun
+from provisioning.states import node_transition, nodes_transition
 from shop import capacity
 from shop.models import Order, OrderStatus
 from shop.orders import order_transition
@@ -149,7 +150,9 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
     nodes = [run.node_id for run in runs]
     grants = list(order.access_grants.handed_over().filter(node__in=nodes).select_related("node"))
     AccessGrant.objects.filter(pk__in=[g.pk for g in grants]).update(ends_at=order.ends_at)
-    Node.objects.filter(pk__in=[run.node_id for run in runs]).update(state=NodeState.IN_USE, state_reason="")
+    nodes_transition(
+        node_ids=nodes, to=NodeState.IN_USE, actor="system", reason=f"handed over to {order.reference}", now=now
+    )
     manifest_create(order=order, runs=runs, grants=grants)
     email_enqueue(order_id=order.pk, name="access_ready")
 
@@ -176,7 +179,9 @@ def access_revoke(*, grant_id: int) -> bool:
         capacity.lock_sellable_nodes()
         order = Order.objects.select_for_update().get(pk=grant.order_id)
         AccessGrant.objects.filter(pk=grant.pk).update(revoked_at=now)
-        Node.objects.filter(pk=grant.node_id).update(state=NodeState.AVAILABLE)
+        nodes_transition(
+            node_ids=[grant.node_id], to=NodeState.AVAILABLE, actor="system", reason="rental ended", now=now
+        )
         capacity.release_lots_on(order=order, node_id=grant.node_id, now=now, reason="rental ended")
         if order.status == S.ACTIVE and not order.access_grants.filter(revoked_at__isnull=True).exists():
             order_transition(
@@ -193,8 +198,12 @@ def access_withdraw_request(*, order: Order, node_ids: list[int] | None = None, 
         grants = grants.filter(node__in=node_ids)
     grant_ids = list(grants.values_list("pk", flat=True))
     AccessGrant.objects.filter(pk__in=grant_ids, withdrawing_since__isnull=True).update(withdrawing_since=now)
-    held = Node.objects.filter(access_grants__in=grant_ids).exclude(state=NodeState.FAILED)  # failed stays failed
-    held.update(state=NodeState.REVOKING, state_reason=f"removing the access given to {order.reference}")
+    # A node an operator has to look at (failed, in maintenance) stays as it is.
+    held = Node.objects.filter(access_grants__in=grant_ids).exclude(state__in=(NodeState.FAILED, NodeState.MAINTENANCE))
+    reason = f"removing the access given to {order.reference}"
+    nodes_transition(
+        node_ids=list(held.values_list("pk", flat=True)), to=NodeState.REVOKING, actor="system", reason=reason, now=now
+    )
     access_withdraw_enqueue(grant_ids)
     return grant_ids
 
@@ -215,11 +224,11 @@ def access_withdraw(*, grant_id: int) -> bool:
     _revoke_on_node(grant)
     with transaction.atomic():
         capacity.lock_sellable_nodes()
+        # A revoking node is out of sale, so not among the locks above: its own lock, then the state checked.
+        node = Node.objects.select_for_update().get(pk=grant.node_id)
         AccessGrant.objects.filter(pk=grant.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-        if not AccessGrant.objects.live().filter(node=grant.node_id).exists():
-            Node.objects.filter(pk=grant.node_id, state=NodeState.REVOKING).update(
-                state=NodeState.AVAILABLE, state_reason=""
-            )
+        if node.state == NodeState.REVOKING and not AccessGrant.objects.live().filter(node=node).exists():
+            node_transition(node=node, to=NodeState.AVAILABLE, actor="system", reason="the withdrawn access is gone")
     return True
 
 

@@ -1,9 +1,30 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
 
-from config.admin_base import ReadOnlyAdmin
-from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
+from config.admin_base import ReadOnlyAdmin, ReadOnlyInline, reason_asked
+from provisioning.models import (
+    AccessGrant,
+    Manifest,
+    Node,
+    NodeEvent,
+    NodeState,
+    PreparationRun,
+    PreparationRunEvent,
+)
+from provisioning.states import TransitionNotAllowed, node_state_set
+
+
+class NodeEventInline(ReadOnlyInline):
+    model = NodeEvent
+    fields = ["created_at", "from_state", "to_state", "actor", "reason"]
+
+
+class PreparationRunEventInline(ReadOnlyInline):
+    model = PreparationRunEvent
+    fields = ["created_at", "from_status", "to_status", "actor", "reason"]
 
 
 @admin.register(Node)
@@ -11,6 +32,38 @@ class NodeAdmin(admin.ModelAdmin):
     list_display = ["name", "driver", "host", "port", "gpu_model", "gpu_count", "state", "state_reason"]
     list_filter = ["driver", "state"]
     search_fields = ["name", "host"]
+    # The state moves only through node_transition: the actions below, or the preparation itself.
+    readonly_fields = ["state", "state_reason"]
+    actions = ["put_in_maintenance", "return_to_service"]
+    inlines = [NodeEventInline]
+
+    def save_model(self, request: HttpRequest, obj: Node, form, change: bool) -> None:
+        if not change:
+            super().save_model(request, obj, form, change)
+        elif form.changed_data:  # only what was edited: a state moved meanwhile is not written back
+            obj.save(update_fields=form.changed_data)
+
+    @admin.action(description="Put the selected nodes in maintenance (out of sale)", permissions=["change"])
+    def put_in_maintenance(self, request: HttpRequest, queryset: QuerySet[Node]) -> HttpResponse | None:
+        items = [f"{node.name}: {node.get_state_display()}" for node in queryset]
+        reason, page = reason_asked(self, request, queryset, title="Put in maintenance", items=items)
+        if page is not None:
+            return page  # the reason is shown on the node and kept in its events
+        self._move(request, queryset, to=NodeState.MAINTENANCE, reason=reason)
+        return None
+
+    @admin.action(description="Return the selected nodes to service (available)", permissions=["change"])
+    def return_to_service(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self._move(request, queryset, to=NodeState.AVAILABLE, reason="returned to service in the admin")
+
+    def _move(self, request: HttpRequest, queryset: QuerySet[Node], *, to: str, reason: str) -> None:
+        for node in queryset:
+            try:
+                moved = node_state_set(node_id=node.pk, to=to, actor=request.user.get_username(), reason=reason)
+            except TransitionNotAllowed:
+                self.message_user(request, f"{node.name}: cannot move from {node.state} to {to}", messages.WARNING)
+            else:
+                self.message_user(request, f"{node.name}: {to}" if moved else f"{node.name}: already {to}")
 
 
 @admin.register(PreparationRun)
@@ -18,6 +71,7 @@ class PreparationRunAdmin(ReadOnlyAdmin):
     list_display = ["order", "node", "status", "step", "progress", "created_at", "finished_at"]
     list_filter = ["status"]
     list_select_related = ["order", "node"]
+    inlines = [PreparationRunEventInline]
 
 
 @admin.register(AccessGrant)

@@ -23,6 +23,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from provisioning.models import PreparationRun, RunStatus
+from provisioning.states import run_transition
 
 # The advisory-lock namespace of preparation runs ("b200"); the run's id is the second key.
 LOCK_CLASS = 0x62323030
@@ -55,8 +56,8 @@ def run_claim(*, run_id: int) -> Claim | None:
             log = run.log
             if run.status == RunStatus.RUNNING:
                 log += f"attempt {attempt}: the worker running attempt {run.attempt} was lost; starting over\n"
+            lost = run.node_workdir if run.status == RunStatus.RUNNING else ""
             PreparationRun.objects.filter(pk=run_id).update(
-                status=RunStatus.RUNNING,
                 attempt=attempt,
                 started_at=now,
                 step="connecting",
@@ -64,7 +65,8 @@ def run_claim(*, run_id: int) -> Claim | None:
                 log=log[-20_000:],
                 node_workdir="",
             )
-            lost = run.node_workdir if run.status == RunStatus.RUNNING else ""
+            # A lost worker's run stays `running` (no event): its log says the next attempt took over.
+            run_transition(run=run, to=RunStatus.RUNNING, actor="system", reason=f"attempt {attempt}", now=now)
             claim = Claim(run_id=run_id, attempt=attempt, lost_workdir=lost, locked=bool(locked))
     if claim is None and locked:
         _unlock(run_id)

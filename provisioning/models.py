@@ -69,6 +69,23 @@ class Node(models.Model):
         return self.name
 
 
+class NodeEvent(models.Model):
+    """One row per change of a node's state (who, when, from, to, why), written by node_transition."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now)
+    from_state = models.CharField(max_length=16, choices=NodeState.choices)
+    to_state = models.CharField(max_length=16, choices=NodeState.choices)
+    actor = models.CharField(max_length=150, help_text="system, or the staff user's name")
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.from_state} -> {self.to_state}"
+
+
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "queued"
     RUNNING = "running", "running"
@@ -115,6 +132,23 @@ class PreparationRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.order_id} on {self.node_id} ({self.status})"
+
+
+class PreparationRunEvent(models.Model):
+    """One row per change of a run's status (who, when, from, to, why), written by run_transition."""
+
+    run = models.ForeignKey(PreparationRun, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now)
+    from_status = models.CharField(max_length=10, choices=RunStatus.choices)
+    to_status = models.CharField(max_length=10, choices=RunStatus.choices)
+    actor = models.CharField(max_length=150, help_text="system, or the staff user's name")
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}: {self.from_status} -> {self.to_status}"
 
 
 class AccessGrantQuerySet(models.QuerySet):

@@ -31,6 +31,7 @@ from provisioning.claims import Claim, run_claim, run_orphaned, run_release
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import CommandTimeout, Driver, DriverError
 from provisioning.models import AccessGrant, Node, NodeState, PreparationRun, RunStatus
+from provisioning.states import nodes_transition, run_transition
 from shop import capacity
 from shop.models import Order, OrderStatus
 from shop.orders import order_transition
@@ -70,7 +71,13 @@ def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
             nodes = _held_nodes(order, now)
             order_transition(order=order, to=S.PREPARING, actor=actor, reason="preparation triggered", now=now)
             runs = [PreparationRun.objects.create(order=order, node=node, requested_by=actor) for node in nodes]
-            Node.objects.filter(pk__in=[node.pk for node in nodes]).update(state=NodeState.PREPARING)
+            nodes_transition(
+                node_ids=[node.pk for node in nodes],
+                to=NodeState.PREPARING,
+                actor=actor,
+                reason=f"preparing {order.reference}",
+                now=now,
+            )
             _enqueue_on_commit(runs)
             return runs
         else:
@@ -159,20 +166,44 @@ def _execute(claim: Claim) -> str | None:
     except Exception as exc:  # an unexpected failure is recorded on the run, never left "running"
         log.exception("preparation run %s broke", run.pk)
         status, report, error = RunStatus.ERROR, None, f"unexpected {type(exc).__name__}: {exc}"
-    raw = json.dumps(report, sort_keys=True).encode() if report is not None else b""
-    written = PreparationRun.objects.filter(pk=run.pk, attempt=claim.attempt, status=RunStatus.RUNNING).update(
-        status=status,
-        report=report,
-        report_sha256=hashlib.sha256(raw).hexdigest() if raw else "",
-        error=error,
-        finished_at=timezone.now(),
-        step="done" if status == RunStatus.PASSED else "stopped",
-        progress=100,
-    )
-    if written != 1:  # a later attempt took the run over: its outcome counts, not this one's
-        return None
+    if not _outcome_write(claim, status=status, report=report, error=error):
+        return None  # a later attempt took the run over: its outcome counts, not this one's
     preparation_conclude(order_id=run.order_id, actor=run.requested_by)
     return status
+
+
+def _outcome_write(claim: Claim, *, status: str, report: dict | None, error: str) -> bool:
+    """Record the attempt's outcome, if this attempt still holds the run (checked under the run's row lock)."""
+    raw = json.dumps(report, sort_keys=True).encode() if report is not None else b""
+    with transaction.atomic():
+        held = PreparationRun.objects.select_for_update().filter(
+            pk=claim.run_id, attempt=claim.attempt, status=RunStatus.RUNNING
+        )
+        run = held.first()
+        if run is None:
+            return False
+        PreparationRun.objects.filter(pk=run.pk).update(
+            report=report,
+            report_sha256=hashlib.sha256(raw).hexdigest() if raw else "",
+            error=error,
+            step="done" if status == RunStatus.PASSED else "stopped",
+            progress=100,
+        )
+        run_transition(run=run, to=status, actor="system", reason=error or "the preflight passed")
+    return True
+
+
+def run_stop_over_time(*, run_id: int) -> None:
+    """The task's own time limit struck: a run still running ends in error, whichever attempt holds it."""
+    error = "the preparation exceeded its time limit"
+    with transaction.atomic():
+        running = PreparationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING)
+        run = running.select_for_update().first()
+        if run is None:
+            return
+        run.error = error
+        run.save(update_fields=["error"])
+        run_transition(run=run, to=RunStatus.ERROR, actor="system", reason=error)
 
 
 def _clear_lost_attempt(driver: Driver, workdir: str) -> str:
@@ -305,13 +336,17 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
         refused = [run for run in bad if run.status == RunStatus.REFUSED]
         broken = [run for run in bad if run.status != RunStatus.REFUSED]
         for run in broken:  # the node is set aside with its report; its lot moves to a free node if there is one
-            Node.objects.filter(pk=run.node_id).update(state=NodeState.FAILED, state_reason=run.error[:300])
+            nodes_transition(node_ids=[run.node_id], to=NodeState.FAILED, actor="system", reason=run.error, now=now)
             capacity.release_lots_on(order=order, node_id=run.node_id, now=now, reason=f"preflight: {run.status}")
         # An account the grant step made before the run broke is removed (the row was written first).
         access_withdraw_request(order=order, node_ids=[run.node_id for run in broken], now=now)
         if refused:  # the order's own input: any node would refuse it, so none is tried in turn or set aside
-            Node.objects.filter(pk__in=[run.node_id for run in refused]).update(
-                state=NodeState.AVAILABLE, state_reason=""
+            nodes_transition(
+                node_ids=[run.node_id for run in refused],
+                to=NodeState.AVAILABLE,
+                actor="system",
+                reason=f"the SSH key of {order.reference} was refused; the node is fine",
+                now=now,
             )
             return _preparation_failed(order=order, runs=refused + broken, now=now)
         try:
@@ -322,7 +357,13 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
             PreparationRun.objects.create(order=order, node=reservation.node, requested_by=actor)
             for reservation in replacements
         ]
-        Node.objects.filter(pk__in=[r.node_id for r in replacements]).update(state=NodeState.PREPARING)
+        nodes_transition(
+            node_ids=[r.node_id for r in replacements],
+            to=NodeState.PREPARING,
+            actor="system",
+            reason=f"preparing {order.reference} in place of a node that failed",
+            now=now,
+        )
         _enqueue_on_commit(new_runs)
         return "moved"
 

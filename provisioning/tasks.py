@@ -25,6 +25,7 @@ from provisioning.prepare import (
     preparation_conclude,
     preparation_execute,
     preparations_resume_stuck,
+    run_stop_over_time,
 )
 from shop.outbox import email_enqueue
 
@@ -48,9 +49,7 @@ def preparation_run_task(run_id: int) -> str | None:
     try:
         return preparation_execute(run_id=run_id)
     except SoftTimeLimitExceeded:
-        PreparationRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
-            status=RunStatus.ERROR, error="the preparation exceeded its time limit", finished_at=timezone.now()
-        )
+        run_stop_over_time(run_id=run_id)
         run = PreparationRun.objects.filter(pk=run_id).first()
         if run is not None:
             preparation_conclude(order_id=run.order_id, actor=run.requested_by)

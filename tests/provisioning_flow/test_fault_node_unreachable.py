@@ -11,6 +11,7 @@ import socket
 import pytest
 
 from provisioning.models import NodeState, PreparationRun
+from provisioning.states import node_state_set
 from shop.models import OrderStatus
 from tests.provisioning_flow.node_faults import (
     WhenPreflightRuns,
@@ -24,8 +25,7 @@ from tests.provisioning_flow.node_faults import (
 
 def node_back_in_service(node) -> None:
     """What the operator does in the admin once the node is repaired."""
-    node.state, node.state_reason = NodeState.AVAILABLE, ""
-    node.save()
+    node_state_set(node_id=node.pk, to=NodeState.AVAILABLE, actor="otto", reason="repaired")
 
 
 @pytest.mark.django_db

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from provisioning.models import NodeState, PreparationRun
+from provisioning.states import node_state_set
 from shop.models import Preparation
 from tests.provisioning_flow.node_faults import (
     FAST_PROFILE,
@@ -78,8 +79,7 @@ def test_a_preflight_past_its_time_limit_is_killed_on_the_node_and_the_retry_han
 
     # When the operators fix the preparation, put the node back in service and retry
     Preparation.objects.filter(slug=fast_preparation).update(preflight_profile=FAST_PROFILE)
-    node.state, node.state_reason = NodeState.AVAILABLE, ""
-    node.save()
+    node_state_set(node_id=node.pk, to=NodeState.AVAILABLE, actor="otto", reason="returned to service")
     prepare(client, operator, order, django_capture_on_commit_callbacks)
 
     # Then the same node passes within the limit and access is handed over once

@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from provisioning.access import access_handover, account_name
 from provisioning.manifest import manifest_document, manifest_verify, signing_key
-from provisioning.models import AccessGrant, Manifest, PreparationRun, RunStatus
+from provisioning.models import AccessGrant, Manifest, NodeState, PreparationRun, RunStatus
+from provisioning.states import nodes_transition
 from shop.models import OrderStatus
 from shop.orders import order_transition
 from tests.servers import ROOT
@@ -67,6 +68,8 @@ def active_order(make_node, paid_order):
     report = preflight_report(order.reference)
     with transaction.atomic():
         order_transition(order=order, to=OrderStatus.PREPARING, actor="olga", reason="the test prepares it")
+        # The node is being prepared, as preparation_start leaves it: the hand-over moves it on to in use.
+        nodes_transition(node_ids=[node.pk], to=NodeState.PREPARING, actor="olga", reason="the test prepares it")
         run = PreparationRun.objects.create(
             order=order,
             node=node,

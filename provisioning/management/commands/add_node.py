@@ -65,6 +65,7 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
         created = node.pk is None
-        node.save()
+        # An existing node keeps its state: only node_transition changes it (a preparation may be moving it now).
+        node.save(update_fields=None if created else list(values))
         verb = "registered" if created else "updated"
         self.stdout.write(f"node {node.name} {verb} ({node.driver}, {node.host}:{node.port})")

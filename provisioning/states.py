@@ -1,0 +1,120 @@
+"""The node's and the preparation run's status tables, and the one writer of each.
+
+Every change of `Node.state` and `PreparationRun.status` goes through node_transition or run_transition:
+each checks its table, saves with update_fields and writes an event row in the same transaction. A move
+to the status the row already has is a no-op (no write, no event): the preparation moves whole groups of
+nodes, some of which may already be there, and a lost worker's run is taken over while it stays `running`.
+Lock order, as everywhere: nodes, then the order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db import transaction
+from django.utils import timezone
+
+from provisioning.models import (
+    UNSELLABLE_STATES,
+    Node,
+    NodeEvent,
+    NodeState,
+    PreparationRun,
+    PreparationRunEvent,
+    RunStatus,
+)
+
+N = NodeState
+R = RunStatus
+
+# Allowed next states of a node, from what the preparation, the access code and the operators do.
+NODE_TRANSITIONS: dict[str, frozenset[str]] = {
+    # Taken for a preparation; an operator sets it aside; a refused grant's account is being removed.
+    N.AVAILABLE: frozenset({N.PREPARING, N.REVOKING, N.MAINTENANCE}),
+    # Set by no code today: a node an operator marked so is sold, prepared and set aside like an available one.
+    N.ALLOCATED: frozenset({N.AVAILABLE, N.PREPARING, N.REVOKING, N.MAINTENANCE}),
+    # Handed over; failed its preflight; freed (the order's key was refused); its access withdrawn.
+    N.PREPARING: frozenset({N.IN_USE, N.FAILED, N.AVAILABLE, N.REVOKING}),
+    # The rental ended; access left on an order that is neither preparing nor active is withdrawn.
+    N.IN_USE: frozenset({N.AVAILABLE, N.REVOKING}),
+    N.REVOKING: frozenset({N.AVAILABLE}),
+    # Only an operator takes a node out of failed or maintenance (admin actions).
+    N.FAILED: frozenset({N.AVAILABLE, N.MAINTENANCE}),
+    N.MAINTENANCE: frozenset({N.AVAILABLE}),
+}
+
+# Allowed next statuses of a preparation run. A run that ended never moves again: a retry is a new run.
+RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    R.QUEUED: frozenset({R.RUNNING}),
+    R.RUNNING: frozenset({R.PASSED, R.FAILED, R.ERROR, R.REFUSED}),
+    R.PASSED: frozenset(),
+    R.FAILED: frozenset(),
+    R.ERROR: frozenset(),
+    R.REFUSED: frozenset(),
+}
+
+# The run's statuses that are an outcome: reaching one stamps finished_at (started_at belongs to the attempt).
+RUN_OUTCOMES = frozenset({R.PASSED, R.FAILED, R.ERROR, R.REFUSED})
+
+
+class TransitionNotAllowed(ValueError):
+    """A move the table does not allow; nothing was written."""
+
+
+def node_transition(*, node: Node, to: str, actor: str, reason: str = "", now: dt.datetime | None = None) -> bool:
+    """Move the node to `to` and record it; False (nothing written) when it is there already.
+    The caller holds the node's row lock. The reason is shown on the node while it is out of sale."""
+    from_state = node.state
+    if to == from_state:
+        return False
+    if to not in NODE_TRANSITIONS[from_state]:
+        raise TransitionNotAllowed(f"node {node.name}: {from_state} -> {to} is not allowed")
+    with transaction.atomic():
+        node.state = to
+        node.state_reason = reason[:300] if to in UNSELLABLE_STATES else ""
+        node.save(update_fields=["state", "state_reason"])
+        NodeEvent.objects.create(
+            node=node, created_at=now or timezone.now(), from_state=from_state, to_state=to, actor=actor, reason=reason
+        )
+    return True
+
+
+def nodes_transition(
+    *, node_ids: list[int], to: str, actor: str, reason: str = "", now: dt.datetime | None = None
+) -> list[Node]:
+    """Move each of these nodes, one event each; the nodes that moved. Runs inside the caller's transaction.
+    The preparation already holds these rows (capacity.lock_sellable_nodes, first in the lock order): the lock
+    here re-reads the state under it, and keeps a caller that took none safe."""
+    nodes = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("pk")
+    return [node for node in nodes if node_transition(node=node, to=to, actor=actor, reason=reason, now=now)]
+
+
+def node_state_set(*, node_id: int, to: str, actor: str, reason: str = "") -> bool:
+    """An operator's move (admin actions): the node alone, under its row lock."""
+    with transaction.atomic():
+        node = Node.objects.select_for_update().get(pk=node_id)
+        return node_transition(node=node, to=to, actor=actor, reason=reason)
+
+
+def run_transition(
+    *, run: PreparationRun, to: str, actor: str, reason: str = "", now: dt.datetime | None = None
+) -> bool:
+    """Move the run to `to` and record it; False (nothing written) when it is there already.
+    The caller holds the run's row lock."""
+    from_status = run.status
+    if to == from_status:
+        return False
+    if to not in RUN_TRANSITIONS[from_status]:
+        raise TransitionNotAllowed(f"preparation run {run.pk}: {from_status} -> {to} is not allowed")
+    now = now or timezone.now()
+    fields = ["status"]
+    with transaction.atomic():
+        run.status = to
+        if to in RUN_OUTCOMES:
+            run.finished_at = now
+            fields.append("finished_at")
+        run.save(update_fields=fields)
+        PreparationRunEvent.objects.create(
+            run=run, created_at=now, from_status=from_status, to_status=to, actor=actor, reason=reason
+        )
+    return True
