@@ -11,8 +11,6 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import re
-import shlex
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
@@ -20,17 +18,15 @@ from django.utils import timezone
 
 from provisioning.access import (
     AccessKeyRefused,
-    access_grant_on_node,
     access_handover,
     access_key_line,
-    access_tool_check,
     access_withdraw_request,
 )
-from provisioning.bundle import node_bundle
 from provisioning.claims import Claim, run_claim, run_orphaned, run_release
 from provisioning.drivers import driver_for
-from provisioning.drivers.base import CommandTimeout, Driver, DriverError
+from provisioning.drivers.base import DriverError
 from provisioning.models import AccessGrant, Node, NodeState, PreparationRun, RunStatus
+from provisioning.node_steps import NodeJob, steps_run
 from provisioning.states import nodes_transition, run_transition
 from shop import capacity
 from shop.models import Order, OrderStatus
@@ -42,15 +38,6 @@ OPEN_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
 # The database went away for a moment (a failover, a dropped connection): the step is retried, and the node
 # is never blamed for it.
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
-# A driver's scratch directory (ssh: mktemp's b200-node.XXXXXXXXXX, local: b200-node-XXXXXXXX).
-WORKDIR = re.compile(r"/[\w./-]*/b200-node[.-]\w+")
-# Kills what a lost attempt left running in its scratch directory on the node, then removes the directory.
-CLEAR_LOST_ATTEMPT = """
-for p in /proc/[0-9]*; do
-  case "$(readlink "$p/cwd" 2>/dev/null)" in "$1"|"$1"/*) kill -KILL "${p#/proc/}" 2>/dev/null;; esac
-done
-rm -rf -- "$1"
-"""
 
 
 class PreparationError(Exception):
@@ -129,14 +116,6 @@ def _enqueue_on_commit(runs: list[PreparationRun]) -> None:
         transaction.on_commit(lambda run_id=run.pk: preparation_run_task.delay(run_id), robust=True)
 
 
-def _progress(run: PreparationRun, step: str, percent: int, line: str = "") -> None:
-    run.step, run.progress = step, percent
-    if line:
-        run.log = (run.log + line.rstrip() + "\n")[-20_000:]
-    # Only the attempt that holds the run writes to it.
-    PreparationRun.objects.filter(pk=run.pk, attempt=run.attempt).update(step=step, progress=percent, log=run.log)
-
-
 def preparation_execute(*, run_id: int) -> str | None:
     """Run one node's preparation. Idempotent: a finished run, or one a live worker runs, is left alone;
     a run whose worker died starts over as its next attempt (provisioning.claims)."""
@@ -206,111 +185,12 @@ def run_stop_over_time(*, run_id: int) -> None:
         run_transition(run=run, to=RunStatus.ERROR, actor="system", reason=error)
 
 
-def _clear_lost_attempt(driver: Driver, workdir: str) -> str:
-    """Kill what a lost attempt left running on the node (a preflight holding the cards) and remove its files."""
-    if not WORKDIR.fullmatch(workdir) or ".." in workdir:
-        return f"left {workdir!r} alone: not a scratch directory"
-    result = driver.run(["sh", "-c", CLEAR_LOST_ATTEMPT, "sh", workdir], timeout=60)
-    return f"cleared the lost attempt's {workdir} (exit {result.exit_code})"
-
-
-def setup_command(node: Node, script: str) -> list[str]:
-    """The setup step knows which Python and device the preflight will use (what it must prepare for)."""
-    return ["env", f"PREFLIGHT_PYTHON={node.python}", f"PREFLIGHT_DEVICE={node.preflight_device}", "bash", script]
-
-
 def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, dict | None, str]:
-    node, order = run.node, run.order
-    access_key_line(order)  # a key that cannot be installed fails before any node time is spent
-    profile = {**(order.preparation.preflight_profile or {})}
-    # The architecture the preparation promises (sm_100 for B200): a CPU development node can't have it.
-    expect_arch = profile.pop("expect_arch", None) if node.preflight_device == "cuda" else None
-    profile.pop("expect_arch", None)
-    if node.thresholds:
-        profile["thresholds"] = {**profile.get("thresholds", {}), **node.thresholds}
-    limit = settings.PREFLIGHT_TIMEOUT_SECONDS
-    with driver_for(node, connect_timeout=settings.NODE_CONNECT_TIMEOUT_SECONDS) as driver:
-        work = driver.workdir
-        PreparationRun.objects.filter(pk=run.pk, attempt=run.attempt).update(node_workdir=work)
-        _progress(
-            run, "copying the preflight", 10, f"connected to {node.name}, host key {driver.host_key_fingerprint()}"
-        )
-        access_tool_check(driver=driver, node=node)  # an outdated installed tool stops the run before the preflight
-        if lost_workdir:
-            _progress(run, "copying the preflight", 10, _clear_lost_attempt(driver, lost_workdir))
-        driver.put_file(node_bundle(), f"{work}/bundle.tar.gz")
-        driver.put_file(json.dumps(profile).encode(), f"{work}/profile.json")
-        result = driver.run(["tar", "-xzf", f"{work}/bundle.tar.gz", "-C", work], timeout=60)
-        if result.exit_code != 0:
-            return RunStatus.ERROR, None, f"unpacking the preflight failed: {result.stderr[-500:]}"
-        if order.preparation.setup_script.strip():
-            _progress(run, "setting up the environment", 20)
-            driver.put_file(order.preparation.setup_script.encode(), f"{work}/setup.sh", mode=0o700)
-            try:
-                result = driver.run(setup_command(node, f"{work}/setup.sh"), timeout=limit)
-            except CommandTimeout:
-                return RunStatus.ERROR, None, _over_time_limit("the setup step", limit)
-            _progress(run, "setting up the environment", 30, result.stdout[-2000:] + result.stderr[-2000:])
-            if result.exit_code != 0:
-                return RunStatus.FAILED, None, f"the setup step exited with {result.exit_code}: {result.stderr[-500:]}"
-        _progress(run, "running the GPU preflight", 40)
-        argv = [
-            node.python,
-            "-m",
-            "provisioning.preflight",
-            "--device",
-            node.preflight_device,
-            "--world-size",
-            str(node.gpu_count),
-            "--json",
-            f"{work}/report.json",
-            "--order",
-            order.reference,
-            "--profile",
-            f"{work}/profile.json",
-        ]
-        if expect_arch:
-            argv += ["--expect-arch", expect_arch]
-        try:
-            result = driver.run(["sh", "-c", f"cd {shlex.quote(work)} && exec " + shlex.join(argv)], timeout=limit)
-        except CommandTimeout as exc:
-            _progress(run, "stopped", 85, exc.stdout[-4000:] + exc.stderr[-2000:])
-            return RunStatus.ERROR, None, _over_time_limit("the preflight", limit)
-        _progress(run, "reading the report", 85, result.stdout[-4000:] + result.stderr[-2000:])
-        if result.exit_code == -1:  # no exit status: the connection or the node went away, or a signal killed it
-            return RunStatus.ERROR, None, f"the preflight on {node.name} ended without an exit status: {_gone(driver)}"
-        if result.exit_code == 2:
-            return RunStatus.ERROR, None, f"the preflight refused its arguments: {result.stderr[-500:]}"
-        try:
-            report = json.loads(driver.get_file(f"{work}/report.json"))
-        except (DriverError, ValueError) as exc:
-            return (
-                RunStatus.ERROR,
-                None,
-                f"no preflight report ({exc}); exit {result.exit_code}: {result.stderr[-500:]}",
-            )
-        if not report.get("ok") or result.exit_code != 0:
-            failed = [c for c in report.get("checks", []) if c.get("status") == "fail"]
-            summary = "; ".join(f"{c['name']}: {c.get('detail', '')}" for c in failed) or f"exit {result.exit_code}"
-            return RunStatus.FAILED, report, f"the preflight failed: {summary}"[:2000]
-        _progress(run, "granting access", 92)
-        access_grant_on_node(driver=driver, run=run)
-        return RunStatus.PASSED, report, ""
-
-
-def _over_time_limit(what: str, seconds: int) -> str:
-    return (
-        f"{what} exceeded its time limit of {seconds} s (PREFLIGHT_TIMEOUT_SECONDS) and was killed on the node, "
-        "with every process it started"
-    )
-
-
-def _gone(driver: Driver) -> str:
-    try:
-        driver.run(["true"], timeout=10)
-    except DriverError as exc:
-        return f"the node cannot be reached any more ({exc})"
-    return "the node is reachable; a signal killed it there"
+    """Connect to the node and run the preparation's steps there (provisioning.node_steps)."""
+    access_key_line(run.order)  # a key that cannot be installed fails before any node time is spent
+    with driver_for(run.node, connect_timeout=settings.NODE_CONNECT_TIMEOUT_SECONDS) as driver:
+        PreparationRun.objects.filter(pk=run.pk, attempt=run.attempt).update(node_workdir=driver.workdir)
+        return steps_run(NodeJob(run=run, driver=driver, lost_workdir=lost_workdir))
 
 
 def preparation_conclude(*, order_id: int, actor: str) -> str:

@@ -80,6 +80,15 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_line(
+    *, python: str, device: str, world_size: int, report: str, order: str, profile: str, expect_arch: str | None
+) -> list[str]:
+    """The command a preparation runs on the node, kept next to the parser it must satisfy."""
+    argv = [python, "-m", "provisioning.preflight", "--device", device, "--world-size", str(world_size)]
+    argv += ["--json", report, "--order", order, "--profile", profile]
+    return argv + (["--expect-arch", expect_arch] if expect_arch else [])
+
+
 def validate(args: argparse.Namespace) -> dict[str, int]:
     if args.world_size < 1:
         raise UsageError(f"--world-size must be 1 or more, not {args.world_size}")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from provisioning.models import Node
-from provisioning.prepare import setup_command
+from provisioning.node_steps import setup_command
 from shop.models import Preparation
 
 # No gcc at first: the fake apt-get "installs" it, and the headers the fake Python looks for.

@@ -13,6 +13,7 @@ import pytest
 from django.db import OperationalError, connection
 from django.utils import timezone
 
+from provisioning import node_steps
 from provisioning import prepare as prepare_module
 from provisioning.models import AccessGrant, NodeState, PreparationRun, RunStatus
 from provisioning.prepare import preparation_start
@@ -21,9 +22,9 @@ from shop.models import Order, OrderStatus
 from tests.provisioning_flow.node_faults import PREPARE, prepare, wait_until
 
 STEPS = {
-    "claiming-the-run": "run_claim",  # before anything ran: the run stays queued
-    "mid-run": "_progress",  # the node is busy with the preparation
-    "recording-the-outcome": "preparation_conclude",  # the run passed, the order not yet moved
+    "claiming-the-run": (prepare_module, "run_claim"),  # before anything ran: the run stays queued
+    "mid-run": (node_steps, "progress_write"),  # the node is busy with the preparation
+    "recording-the-outcome": (prepare_module, "preparation_conclude"),  # the run passed, the order not yet moved
 }
 
 
@@ -38,16 +39,17 @@ def retries_run_in_process():
     app.conf.task_eager_propagates = previous
 
 
-def fails_once(monkeypatch, name: str) -> list[str]:
-    original, raised = getattr(prepare_module, name), []
+def fails_once(monkeypatch, step: tuple) -> list[tuple]:
+    module, name = step
+    original, raised = getattr(module, name), []
 
     def flaky(*args, **kwargs):
         if not raised:
-            raised.append(name)
+            raised.append(step)
             raise OperationalError("server closed the connection unexpectedly")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(prepare_module, name, flaky)
+    monkeypatch.setattr(module, name, flaky)
     return raised
 
 
