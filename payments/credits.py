@@ -95,7 +95,7 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
             if created:
                 log.info("credit %s:%s for %s", transfer.tx_hash, transfer.log_index, payment.order_id)
                 return credit
-            if credit.removed_at is None and credit.final and credit.block_hash != transfer.block_hash:
+            if credit.on_chain and credit.final and credit.block_hash != transfer.block_hash:
                 # Final money in another block: a reorg deeper than the confirmations. The pass's re-check of
                 # final credits (payments/reconfirm.py) handles it, so that a reviewer hears of it.
                 return None
@@ -117,7 +117,7 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
 
 def credit_remove(*, credit: Credit, reason: str, now: dt.datetime | None = None) -> None:
     """A reorg took the transfer away: keep the row as evidence, stop counting it."""
-    Credit.objects.filter(pk=credit.pk, removed_at__isnull=True).update(
+    Credit.objects.on_chain().filter(pk=credit.pk).update(
         removed_at=now or timezone.now(), removed_reason=reason[:300], final=False, confirmations=0
     )
 

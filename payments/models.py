@@ -250,6 +250,16 @@ class CreditKind(models.TextChoices):
     WRONG_ASSET = "wrong_asset", _("Another token or coin")
 
 
+class CreditQuerySet(models.QuerySet):
+    def on_chain(self) -> CreditQuerySet:
+        """Transfers the chain still shows (a reorg's removed ones are kept, marked)."""
+        return self.filter(removed_at__isnull=True)
+
+    def counted(self) -> CreditQuerySet:
+        """What pays the order: on the chain, and not money that arrived after it was settled."""
+        return self.on_chain().filter(after_settlement=False)
+
+
 class Credit(models.Model):
     """One transfer to a deposit address, as the chain showed it. Kept when a reorg removes it."""
 
@@ -277,6 +287,8 @@ class Credit(models.Model):
     evidence = models.JSONField(default=dict, blank=True, help_text="The log or transaction as the node returned it.")
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = CreditQuerySet.as_manager()
+
     class Meta:
         ordering = ["block_number", "log_index"]
         constraints = [
@@ -288,9 +300,13 @@ class Credit(models.Model):
         return f"{self.tx_hash}:{self.log_index} -> {self.payment_id}"
 
     @property
+    def on_chain(self) -> bool:
+        return self.removed_at is None
+
+    @property
     def counted(self) -> bool:
         """Part of what pays the order: on the chain, and not money that arrived after it was settled."""
-        return self.removed_at is None and not self.after_settlement
+        return self.on_chain and not self.after_settlement
 
 
 class ScanCursor(models.Model):

@@ -124,13 +124,16 @@ def within_balance_gain(
     )
     gained = int(after, 16) - (int(before, 16) if block_number > 0 else 0)
     keys = {(transfer.tx_hash.lower(), transfer.log_index) for transfer in transfers}
-    others = Credit.objects.filter(
-        chain_id=network.chain_id,
-        payment__address__iexact=address,
-        block_number=block_number,
-        log_index__lt=0,  # native-coin credits: -1 for a plain transfer, below -1000 for a traced one
-        removed_at__isnull=True,
-    ).values_list("tx_hash", "log_index", "amount_base_units")
+    others = (
+        Credit.objects.on_chain()
+        .filter(
+            chain_id=network.chain_id,
+            payment__address__iexact=address,
+            block_number=block_number,
+            log_index__lt=0,  # native-coin credits: -1 for a plain transfer, below -1000 for a traced one
+        )
+        .values_list("tx_hash", "log_index", "amount_base_units")
+    )
     allowance = gained - sum(int(amount) for tx_hash, index, amount in others if (tx_hash, index) not in keys)
     kept = []
     for transfer in transfers:
@@ -187,7 +190,7 @@ def unexplained_balance_transfers(
     balances = client.batch([("eth_getBalance", [payment.address, hex(head)]) for payment in payments])
     transfers = []
     for payment, balance in zip(payments, balances, strict=True):
-        credits = list(Credit.objects.filter(payment=payment, network=network, asset=asset, removed_at__isnull=True))
+        credits = list(Credit.objects.on_chain().filter(payment=payment, network=network, asset=asset))
         explained = sum(int(credit.amount_base_units) for credit in credits)
         if int(balance, 16) <= explained:
             continue

@@ -52,9 +52,8 @@ def final_credits_watched(network: Network, now: dt.datetime) -> list[Credit]:
     """Final credits still inside the reorg watch window, of payments whose address is still watched."""
     since = now - dt.timedelta(hours=settings.PAYMENT_REORG_WATCH_HOURS)
     return list(
-        Credit.objects.filter(
+        Credit.objects.on_chain().filter(
             network=network,
-            removed_at__isnull=True,
             final=True,
             block_timestamp__gte=since,
             payment__watch_until__gte=now,
@@ -67,7 +66,7 @@ def credits_reconfirm(
 ) -> Reconfirmed:
     """One pass over the network's credits: at most three requests when nothing changed on the chain."""
     result = Reconfirmed()
-    pending = list(Credit.objects.filter(network=network, removed_at__isnull=True, final=False))
+    pending = list(Credit.objects.on_chain().filter(network=network, final=False))
     watched = final_credits_watched(network, now)
     top = max(watched, key=lambda credit: credit.block_number, default=None)
     calls = [("eth_getTransactionReceipt", [credit.tx_hash]) for credit in pending]

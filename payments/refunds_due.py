@@ -43,7 +43,7 @@ AFTER_SETTLEMENT = "after_settlement"  # what arrived once a reviewer accepted t
 def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope: str) -> list[dict]:
     """What must go back, per asset, for one of the scopes above. Transfers that do not pay the order:
     another asset or network, late, or after the payment was settled."""
-    on_chain = [credit for credit in credits if credit.removed_at is None]
+    on_chain = [credit for credit in credits if credit.on_chain]
     if scope == ALL:
         return _by_asset(on_chain)
     if scope == AFTER_SETTLEMENT:

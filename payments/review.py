@@ -52,7 +52,7 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
         # Lock order: nodes (an accepted order may need its lots held again), payment, order.
         capacity.lock_sellable_nodes()
         payment = PaymentRequest.objects.select_for_update().get(pk=payment_id)
-        credits = list(payment.credits.filter(removed_at__isnull=True).select_related("network", "asset"))
+        credits = list(payment.credits.on_chain().select_related("network", "asset"))
         review = Review(payment=payment, credits=credits, reviewer=reviewer, reason=reason, now=now)
         if decision == Decision.ACCEPT:
             _accept(review)

@@ -183,7 +183,7 @@ def access_revoke(*, grant_id: int) -> bool:
             node_ids=[grant.node_id], to=NodeState.AVAILABLE, actor="system", reason="rental ended", now=now
         )
         capacity.release_lots_on(order=order, node_id=grant.node_id, now=now, reason="rental ended")
-        if order.status == S.ACTIVE and not order.access_grants.filter(revoked_at__isnull=True).exists():
+        if order.status == S.ACTIVE and not order.access_grants.live().exists():
             order_transition(
                 order=order, to=S.ENDED, actor="system", reason="the rental ended; access revoked", now=now
             )
@@ -226,7 +226,7 @@ def access_withdraw(*, grant_id: int) -> bool:
         capacity.lock_sellable_nodes()
         # A revoking node is out of sale, so not among the locks above: its own lock, then the state checked.
         node = Node.objects.select_for_update().get(pk=grant.node_id)
-        AccessGrant.objects.filter(pk=grant.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        AccessGrant.objects.live().filter(pk=grant.pk).update(revoked_at=timezone.now())
         if node.state == NodeState.REVOKING and not AccessGrant.objects.live().filter(node=node).exists():
             node_transition(node=node, to=NodeState.AVAILABLE, actor="system", reason="the withdrawn access is gone")
     return True

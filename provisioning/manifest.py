@@ -81,7 +81,7 @@ def manifest_verify(body: dict[str, Any], signature_b64: str, public_b64: str) -
 
 def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> dict[str, Any]:
     payment: PaymentRequest = order.payment
-    paying = payment.credits.filter(removed_at__isnull=True, after_settlement=False)
+    paying = payment.credits.counted()
     credits = paying.order_by("block_number", "log_index")
     by_node = {grant.node_id: grant for grant in grants}
     return {

@@ -96,7 +96,7 @@ def _held_nodes(order: Order, now: dt.datetime) -> list[Node]:
     # A node whose access from the failed attempt is still being removed is not waited for: another is taken.
     for node_id in AccessGrant.objects.withdrawing().filter(order=order).values_list("node_id", flat=True):
         capacity.release_lots_on(order=order, node_id=node_id, now=now, reason="its earlier access is being removed")
-    held = [r.node for r in order.reservations.filter(released_at__isnull=True).select_related("node")]
+    held = [r.node for r in order.reservations.live().select_related("node")]
     missing = order.lots - len(held)
     if missing > 0:
         try:
@@ -205,7 +205,7 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
         runs = list(order.preparation_runs.select_related("node"))
         if any(run.status in OPEN_RUNS for run in runs):
             return "waiting"
-        held = {r.node_id: r for r in order.reservations.filter(released_at__isnull=True)}
+        held = {r.node_id: r for r in order.reservations.live()}
         latest = {}
         for run in sorted(runs, key=lambda r: r.created_at):
             latest[run.node_id] = run

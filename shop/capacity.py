@@ -24,9 +24,7 @@ class SoldOut(Exception):
 
 def live_reservations(now: dt.datetime) -> QuerySet[Reservation]:
     """Holds that still count: not released, and either held indefinitely or not yet expired."""
-    return Reservation.objects.filter(released_at__isnull=True).filter(
-        Q(expires_at__isnull=True) | Q(expires_at__gt=now)
-    )
+    return Reservation.objects.live().filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
 
 
 def sellable_nodes() -> QuerySet[Node]:
@@ -70,13 +68,11 @@ def reserve_lots(*, order: Order, lots: int, expires_at: dt.datetime | None, now
 
 
 def release_lots(*, order: Order, now: dt.datetime, reason: str) -> int:
-    return Reservation.objects.filter(order=order, released_at__isnull=True).update(
-        released_at=now, release_reason=reason
-    )
+    return Reservation.objects.live().filter(order=order).update(released_at=now, release_reason=reason)
 
 
 def release_lots_on(*, order: Order, node_id: int, now: dt.datetime, reason: str) -> int:
     """Release the order's hold on one node (a node that failed its preflight)."""
-    return Reservation.objects.filter(order=order, node_id=node_id, released_at__isnull=True).update(
-        released_at=now, release_reason=reason
+    return (
+        Reservation.objects.live().filter(order=order, node_id=node_id).update(released_at=now, release_reason=reason)
     )

@@ -184,6 +184,12 @@ class OrderEvent(models.Model):
         return f"{self.order_id}: {self.from_status or '-'} -> {self.to_status}"
 
 
+class ReservationQuerySet(models.QuerySet):
+    def live(self) -> ReservationQuerySet:
+        """Holds not released yet (an expired one is live until the expiry pass releases it)."""
+        return self.filter(released_at__isnull=True)
+
+
 class Reservation(models.Model):
     """A node (one lot) held for an order; held until `expires_at`, or until released when null."""
 
@@ -193,6 +199,8 @@ class Reservation(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
     release_reason = models.CharField(max_length=200, blank=True)
+
+    objects = ReservationQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -233,7 +233,7 @@ def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt
 
 def _expire_overdue_locked(*, now: dt.datetime) -> int:
     """Expire unpaid orders whose window ended and release their lots. Caller holds the node locks."""
-    expired_holds = Reservation.objects.filter(released_at__isnull=True, expires_at__lte=now)
+    expired_holds = Reservation.objects.live().filter(expires_at__lte=now)
     # A subquery, not a join: PostgreSQL refuses FOR UPDATE with DISTINCT.
     overdue = (
         Order.objects.select_for_update()
@@ -369,7 +369,7 @@ def _outcome_unmoved(*, order: Order, outcome: str, reason: str, actor: str, now
 
 
 def _holds_follow(*, order: Order, holds: str, reason: str, now: dt.datetime) -> None:
-    live = order.reservations.filter(released_at__isnull=True)
+    live = order.reservations.live()
     if holds == Holds.OPEN_ENDED:
         live.update(expires_at=None)
     elif holds == Holds.WINDOW:
@@ -382,7 +382,7 @@ def _hold_missing_lots(*, order: Order, now: dt.datetime) -> None:
     """Hold again the lots of an order whose holds lapsed (money accepted after it expired).
     The caller holds the node locks (first in the lock order)."""
     _expire_overdue_locked(now=now)  # lapsed holds are released first, so free nodes can be reserved
-    missing = order.lots - order.reservations.filter(released_at__isnull=True).count()
+    missing = order.lots - order.reservations.live().count()
     if missing <= 0:
         return
     try:
@@ -411,9 +411,9 @@ def order_hold_extend(*, order_id: int, until: dt.datetime, reason: str, actor: 
         if order.status not in HOLD_EXTENSIBLE:
             raise OrderInputError("until", _("Only an unpaid order, or one in review, holds its lots until a date."))
         # Its own holds first, so that releasing what lapsed elsewhere does not expire this order.
-        order.reservations.filter(released_at__isnull=True).update(expires_at=until)
+        order.reservations.live().update(expires_at=until)
         _expire_overdue_locked(now=now)
-        missing = order.lots - order.reservations.filter(released_at__isnull=True).count()
+        missing = order.lots - order.reservations.live().count()
         if missing > 0:
             try:
                 capacity.reserve_lots(order=order, lots=missing, expires_at=until, now=now)
