@@ -40,6 +40,7 @@ run: $(VENV)/.run-deps cpu-torch node_modules/.deps messages
 
 test: $(VENV)/.test-deps node_modules/.deps messages
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest --ignore=tests/browser $(PYTEST_ARGS)
 	# The browser journey in its own process: its live server and flushed database stay apart.
 	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
@@ -53,6 +54,7 @@ bench: $(VENV)/.test-deps node_modules/.deps
 
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) node_modules .run db.sqlite3 staticfiles

@@ -9,8 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api_errors import CONFLICT, NOT_ALLOWED, NOT_FOUND
 from provisioning.prepare import PreparationError, preparation_start
-from shop.api_errors import CONFLICT, NOT_ALLOWED, NOT_FOUND
 from shop.models import Order
 
 

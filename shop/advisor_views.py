@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api_errors import BAD_INPUT, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
 from shop.advisor import (
     LIMITS,
     Advice,
@@ -33,7 +34,6 @@ from shop.advisor import (
     check_limit,
     parse_parameter_count,
 )
-from shop.api_errors import BAD_INPUT, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
 from shop.models import LotSpec
 
 DEFAULTS = FitRequest(parameters=0)  # the defaults of every input but the size

@@ -13,9 +13,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from config.api_fields import EmailTextField, SlugTextField, TextField
 from payments.notices import payment_notice_submit
-from shop.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
-from shop.api_fields import EmailTextField, SlugTextField, TextField
 from shop.catalog import catalog_current
 from shop.models import HypothesisKind
 from shop.order_input import (

@@ -260,9 +260,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # DRF's parsers, but JSON nested too deeply is a 400 before it reaches the decoder (shop/api_parsers.py).
+    # DRF's parsers, but JSON nested too deeply is a 400 before it reaches the decoder (config/api_parsers.py).
     "DEFAULT_PARSER_CLASSES": [
-        "shop.api_parsers.JSONParser",
+        "config.api_parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
