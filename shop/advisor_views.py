@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api_errors import BAD_INPUT, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from shop.advice import advice_for_current_lot
 from shop.advisor import (
     LIMITS,
     Advice,
@@ -30,7 +31,6 @@ from shop.advisor import (
     Precision,
     Strategy,
     Verdict,
-    advice_for_current_lot,
     check_limit,
     parse_parameter_count,
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shop.advisor import advice_for_current_lot, memory_per_card, model_shape
+from shop.advice import advice_for_current_lot
+from shop.advisor import memory_per_card, model_shape
 from shop.models import LotSpec
 from tests.advisor.helpers import GB, recipe
 

@@ -51,7 +51,8 @@ def enhanced(page, marker: str) -> bool:
 def advisor(page, check, language: str) -> int:
     """The customer describes 13B parameters in BF16 mixed precision with AdamW, sharded, reads the verdict
     (the pair, sharded) and follows its link to the order; returns the lots it prefills."""
-    from shop.advisor import FitRequest, Verdict, advice_for_current_lot
+    from shop.advice import advice_for_current_lot
+    from shop.advisor import FitRequest, Verdict
 
     page.locator("main a[href$='/advisor/']").first.click()
     page.wait_for_url("**/advisor/")
