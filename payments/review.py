@@ -12,7 +12,8 @@ from payments.lifecycle import REVIEWER_TRANSITIONS, payment_note, payment_trans
 from payments.models import PaymentRequest, PaymentStatus
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
 from shop import capacity
-from shop.orders import OrderInputError, OrderPaymentOutcome, order_payment_outcome
+from shop.orders import OrderInputError
+from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 
 P = PaymentStatus
 

@@ -32,13 +32,13 @@ from django.utils import timezone
 from payments.lifecycle import payment_note, payment_transition
 from payments.models import CreditKind, PaymentRequest, PaymentStatus
 from payments.refunds_due import AFTER_SETTLEMENT, UNNEEDED, refunds_due_compute
-from shop.orders import OrderPaymentOutcome, order_payment_outcome
 from shop.outbox import email_enqueue
+from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 
 log = logging.getLogger(__name__)
 P = PaymentStatus
 
-# What the order is told for each status the credits call for; shop.orders.ORDER_PAYMENT_OUTCOMES says what
+# What the order is told for each status the credits call for; shop.payment_outcome.ORDER_PAYMENT_OUTCOMES says what
 # each outcome does to the order. Rejected is a reviewer's, who tells the order directly (payments/review.py).
 OUTCOME = {
     P.PENDING: OrderPaymentOutcome.UNPAID,

@@ -75,7 +75,7 @@ def customer_pages(client: Client, *, ssh_public_key: str) -> list[Page]:
 def order_pages(client: Client, *, status_url: str, reference: str) -> list[Page]:
     """The order's page while it awaits payment, and once it is paid."""
     from shop.models import Order
-    from shop.orders import OrderPaymentOutcome, order_payment_outcome
+    from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 
     path = "/" + status_url.split("://", 1)[-1].split("/", 1)[1]
     pages = [get(client, "order awaiting payment", path)]

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils.html import escape
 
 from shop.models import Order
-from shop.orders import OrderPaymentOutcome, order_payment_outcome
+from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 from tests.fuzz.strategies import PUBLIC_KEY
 from tests.shop.helpers import ORDERS_URL
 

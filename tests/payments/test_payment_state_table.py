@@ -21,7 +21,8 @@ from payments.models import Asset, Credit, CreditKind, PaymentEvent, PaymentRequ
 from payments.review import Decision, ReviewError, payment_review_decide
 from payments.settle import OUTCOME
 from shop.models import Duration, Order, OrderStatus, Preparation
-from shop.orders import ORDER_PAYMENT_OUTCOMES, ORDER_TRANSITIONS, OrderPaymentOutcome
+from shop.orders import ORDER_TRANSITIONS
+from shop.payment_outcome import ORDER_PAYMENT_OUTCOMES, OrderPaymentOutcome
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.test import Client
 
 from payments.models import Asset, Network
 from shop.models import Order
-from shop.orders import OrderPaymentOutcome, order_payment_outcome
+from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 from tests.perf.bulk import (
     FIRST_BULK_INDEX,
     assets_bulk,

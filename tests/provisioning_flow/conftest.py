@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import transaction
 
 from shop.models import Order
-from shop.orders import OrderPaymentOutcome, order_payment_outcome
+from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 from tests.provisioning_flow.node_faults import (  # noqa: F401 - fixtures
     fast_preparation,
     node_on,
