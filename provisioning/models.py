@@ -69,18 +69,24 @@ class Node(models.Model):
         return self.name
 
 
-class NodeEvent(models.Model):
-    """One row per change of a node's state (who, when, from, to, why), written by node_transition."""
+class TransitionEvent(models.Model):
+    """Who made a change of status, when, and why; each event model adds its row and the from/to fields."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
     created_at = models.DateTimeField(default=timezone.now)
-    from_state = models.CharField(max_length=16, choices=NodeState.choices)
-    to_state = models.CharField(max_length=16, choices=NodeState.choices)
     actor = models.CharField(max_length=150, help_text="system, or the staff user's name")
     reason = models.TextField(blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["created_at", "pk"]
+
+
+class NodeEvent(TransitionEvent):
+    """One row per change of a node's state (who, when, from, to, why), written by node_transition."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
+    from_state = models.CharField(max_length=16, choices=NodeState.choices)
+    to_state = models.CharField(max_length=16, choices=NodeState.choices)
 
     def __str__(self) -> str:
         return f"{self.node_id}: {self.from_state} -> {self.to_state}"
@@ -134,18 +140,12 @@ class PreparationRun(models.Model):
         return f"run {self.pk}: {self.order_id} on {self.node_id} ({self.status})"
 
 
-class PreparationRunEvent(models.Model):
+class PreparationRunEvent(TransitionEvent):
     """One row per change of a run's status (who, when, from, to, why), written by run_transition."""
 
     run = models.ForeignKey(PreparationRun, on_delete=models.CASCADE, related_name="events")
-    created_at = models.DateTimeField(default=timezone.now)
     from_status = models.CharField(max_length=10, choices=RunStatus.choices)
     to_status = models.CharField(max_length=10, choices=RunStatus.choices)
-    actor = models.CharField(max_length=150, help_text="system, or the staff user's name")
-    reason = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:
         return f"{self.run_id}: {self.from_status} -> {self.to_status}"

@@ -20,9 +20,10 @@ from payments.lifecycle import (
 from payments.models import Asset, Credit, CreditKind, PaymentEvent, PaymentRequest, PaymentStatus
 from payments.review import Decision, ReviewError, payment_review_decide
 from payments.settle import OUTCOME
-from shop.models import Duration, Order, OrderStatus, Preparation
+from shop.models import OrderStatus
 from shop.orders import ORDER_TRANSITIONS
 from shop.payment_outcome import ORDER_PAYMENT_OUTCOMES, OrderPaymentOutcome
+from tests.stored_rows import order_stored
 
 pytestmark = pytest.mark.django_db
 
@@ -36,26 +37,7 @@ def payment_in(status: str) -> PaymentRequest:
     """An order for one lot and its payment request, stored directly in `status` (no chain, no quote)."""
     now = timezone.now()
     asset = Asset.objects.select_related("network").get(network__slug="local", symbol="ETH")
-    duration = Duration.objects.get(days=7)
-    order = Order.objects.create(
-        reference="B2-TEST-0001",
-        access_nonce="0" * 32,
-        lots=1,
-        duration=duration,
-        preparation=Preparation.objects.get(slug="pytorch-blackwell"),
-        duration_days=duration.days,
-        gpu_model="NVIDIA B200",
-        gpus_per_lot=2,
-        gpu_memory_gb=180,
-        price_per_lot_usd=duration.price_per_lot_usd,
-        total_usd=duration.price_per_lot_usd,
-        first_name="Ada",
-        last_name="Lovelace",
-        email="ada@example.org",
-        ssh_public_key="ssh-ed25519 AAAA test",
-        ssh_key_fingerprint="SHA256:test",
-        terms_accepted_at=now,
-    )
+    order = order_stored()
     return PaymentRequest.objects.create(
         order=order,
         asset=asset,
@@ -64,7 +46,7 @@ def payment_in(status: str) -> PaymentRequest:
         key_fingerprint="test",
         derivation_index=0,
         address="0x" + "11" * 20,
-        amount_usd=duration.price_per_lot_usd,
+        amount_usd=order.total_usd,
         usd_rate=1,
         amount_base_units=10**18,
         expires_at=now + dt.timedelta(hours=1),

@@ -9,7 +9,6 @@ import itertools
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.utils import timezone
 
 from provisioning.models import Node, NodeEvent, NodeState, PreparationRun, PreparationRunEvent, RunStatus
 from provisioning.states import (
@@ -21,7 +20,7 @@ from provisioning.states import (
     nodes_transition,
     run_transition,
 )
-from shop.models import Duration, Order, Preparation
+from tests.stored_rows import order_stored
 
 PASSWORD = "a-long-operator-password-42"
 NODES_ADMIN = "/admin/provisioning/node/"
@@ -45,26 +44,7 @@ def a_node(state: str, name: str = "node-1") -> Node:
 
 
 def a_run(status: str) -> PreparationRun:
-    duration, preparation = Duration.objects.first(), Preparation.objects.first()
-    order = Order.objects.create(
-        reference="B2-TEST-0001",
-        access_nonce="state-tables",
-        lots=1,
-        duration=duration,
-        preparation=preparation,
-        duration_days=duration.days,
-        gpu_model="NVIDIA B200",
-        gpus_per_lot=2,
-        gpu_memory_gb=180,
-        price_per_lot_usd=duration.price_per_lot_usd,
-        total_usd=duration.price_per_lot_usd,
-        first_name="Ada",
-        last_name="Lovelace",
-        email="ada@example.org",
-        ssh_public_key="-",
-        ssh_key_fingerprint="-",
-        terms_accepted_at=timezone.now(),
-    )
+    order = order_stored()
     return PreparationRun.objects.create(order=order, node=a_node(NodeState.PREPARING), status=status, requested_by="t")
 
 
