@@ -11,9 +11,8 @@ from django.utils import timezone
 from payments.lifecycle import REVIEWER_TRANSITIONS, payment_note, payment_transition
 from payments.models import PaymentRequest, PaymentStatus
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
-from shop import capacity
-from shop.orders import OrderInputError
-from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
+from shop.input_errors import OrderInputError
+from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome
 
 P = PaymentStatus
 
@@ -51,7 +50,7 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
     now = timezone.now()
     with transaction.atomic():
         # Lock order: nodes (an accepted order may need its lots held again), payment, order.
-        capacity.lock_sellable_nodes()
+        order_outcome_locks()
         payment = PaymentRequest.objects.select_for_update().get(pk=payment_id)
         credits = list(payment.credits.on_chain().select_related("network", "asset"))
         review = Review(payment=payment, credits=credits, reviewer=reviewer, reason=reason, now=now)

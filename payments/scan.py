@@ -22,6 +22,7 @@ from payments.native import chunks, top_level_transfers, unexplained_balance_tra
 from payments.networks import network_health_record, rpc_client
 from payments.reconfirm import credits_reconfirm
 from payments.rpc import Head, RpcClient, RpcUnavailable
+from payments.settle import payment_settle, payment_settle_after_deep_reorg
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,6 @@ def _cursor(network: Network, head: Head, watched: list[PaymentRequest]) -> Scan
 
 def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.datetime | None = None) -> PassReport:
     """One pass. Raises RpcUnavailable (transient) when no RPC URL gives a fresh head."""
-    from payments.settle import payment_settle, payment_settle_after_deep_reorg  # settle imports shop
-
     now = now or timezone.now()
     client = client or rpc_client(network)
     report = PassReport(network=network.slug)

@@ -10,9 +10,9 @@ from django.db import InterfaceError, OperationalError
 from django.db.models import Q
 from django.utils import timezone
 
+from config.jobs.task import job_task
 from payments.models import Network, PaymentRequest
 from payments.networks import rpc_urls
-from payments.notices import notices_to_recheck
 from payments.rpc import RpcError
 from payments.scan import scan_network
 from payments.settle import payment_settle, payments_out_of_step
@@ -55,9 +55,6 @@ def scan_all_networks_task() -> int:
     networks = [network for network in Network.objects.filter(enabled=True) if rpc_urls(network)]
     for network in networks:
         scan_network_task.delay(network.pk)
-    # "I have paid" pressed while the broker was down stored a notice whose check was never enqueued.
-    for notice_id in notices_to_recheck(now=timezone.now()):
-        notice_verify_task.delay(notice_id)
     # A settlement that failed after its credit became final is not in any later pass's changes: found here.
     for payment_id in payments_out_of_step(now=timezone.now()):
         payment_settle_task.delay(payment_id)
@@ -69,7 +66,7 @@ def payment_settle_task(payment_id: int) -> str | None:
     return payment_settle(payment_id=payment_id)
 
 
-@shared_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2, retry_backoff_max=60, max_retries=6)
+@job_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2, retry_backoff_max=60, max_retries=6)
 def notice_verify_task(notice_id: int) -> None:
     for payment_id in notice_verify(notice_id=notice_id):
         payment_settle(payment_id=payment_id)

@@ -14,7 +14,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from config.jobs.outbox import job_enqueue
 from provisioning import node_tools
+from provisioning.bundle import node_bundle
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import Driver, DriverError
 from provisioning.manifest import manifest_create
@@ -32,6 +34,7 @@ KEY_BACKSTOP = dt.timedelta(days=1)
 KEY_REFUSED = 4  # the access tool's exit status when the key itself is refused (the caller's input)
 # A revocation walks the node's local filesystems for the tenant's files: minutes on a node full of data.
 REVOKE_TIMEOUT_SECONDS = 1800
+ACCESS_WITHDRAW = "provisioning.tasks.access_withdraw_task"
 
 
 class AccessKeyRefused(Exception):
@@ -209,10 +212,8 @@ def access_withdraw_request(*, order: Order, node_ids: list[int] | None = None, 
 
 
 def access_withdraw_enqueue(grant_ids: list[int]) -> None:
-    from provisioning.tasks import access_withdraw_task
-
     for grant_id in grant_ids:
-        transaction.on_commit(lambda grant_id=grant_id: access_withdraw_task.delay(grant_id), robust=True)
+        job_enqueue(ACCESS_WITHDRAW, grant_id=grant_id)
 
 
 def access_withdraw(*, grant_id: int) -> bool:
@@ -232,12 +233,9 @@ def access_withdraw(*, grant_id: int) -> bool:
     return True
 
 
-def access_withdrawals_resume(*, now: dt.datetime) -> int:
-    """Beat's safety net: withdrawals whose task was lost are sent again, and a live grant left on an order
-    that is neither preparing nor active (made before withdrawals existed) is withdrawn."""
-    since = now - dt.timedelta(seconds=settings.PREPARATION_STUCK_AFTER_SECONDS)
-    pending = list(AccessGrant.objects.withdrawing().filter(withdrawing_since__lt=since).values_list("pk", flat=True))
-    access_withdraw_enqueue(pending)
+def access_left_live_withdraw(*, now: dt.datetime) -> int:
+    """Beat's safety net: a live grant left on an order that is neither preparing nor active (made before
+    withdrawals existed) is withdrawn. (A withdrawal whose task was lost is a job: beat sends it again.)"""
     left = AccessGrant.objects.handed_over().exclude(order__status__in=(S.ACTIVE, S.PREPARING))
     orders = set(left.values_list("order_id", flat=True))
     for order_id in orders:
@@ -246,13 +244,11 @@ def access_withdrawals_resume(*, now: dt.datetime) -> int:
             order = Order.objects.select_for_update().get(pk=order_id)
             if order.status not in (S.ACTIVE, S.PREPARING):
                 access_withdraw_request(order=order, now=now)
-    return len(pending) + len(orders)
+    return len(orders)
 
 
 def _ensure_tool(driver: Driver) -> None:
     """A revocation may run on a fresh driver workdir: ship the access tool there again."""
-    from provisioning.bundle import node_bundle
-
     driver.put_file(node_bundle(), f"{driver.workdir}/bundle.tar.gz")
     result = driver.run(["tar", "-xzf", f"{driver.workdir}/bundle.tar.gz", "-C", driver.workdir], timeout=60)
     if result.exit_code != 0:

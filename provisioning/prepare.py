@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from config.jobs.outbox import job_enqueue
 from provisioning.access import (
     AccessKeyRefused,
     access_handover,
@@ -35,6 +36,7 @@ from shop.orders import order_transition
 log = logging.getLogger(__name__)
 S = OrderStatus
 OPEN_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
+PREPARATION_RUN = "provisioning.tasks.preparation_run_task"
 # The database went away for a moment (a failover, a dropped connection): the step is retried, and the node
 # is never blamed for it.
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
@@ -53,7 +55,7 @@ def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
         order = Order.objects.select_for_update().get(pk=order_id)
         if order.status == S.PREPARING:
             runs = list(order.preparation_runs.filter(status__in=OPEN_RUNS))
-            _enqueue_on_commit(runs)  # a run a live worker holds is left to it (provisioning.claims)
+            _runs_enqueue(runs)  # a run a live worker holds is left to it (provisioning.claims)
         elif order.status in (S.PAID, S.PREPARATION_FAILED):
             nodes = _held_nodes(order, now)
             order_transition(order=order, to=S.PREPARING, actor=actor, reason="preparation triggered", now=now)
@@ -65,7 +67,7 @@ def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
                 reason=f"preparing {order.reference}",
                 now=now,
             )
-            _enqueue_on_commit(runs)
+            _runs_enqueue(runs)
             return runs
         else:
             raise PreparationError(f"order {order.reference} is {order.status}: only a paid order is prepared")
@@ -75,13 +77,13 @@ def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
 
 
 def preparations_resume_stuck(*, now: dt.datetime) -> int:
-    """Beat's safety net: runs whose task was lost (queued for too long, or running with no live worker)
-    start again, and orders whose runs all ended are moved on. Returns how many it resumed."""
+    """Beat's safety net for what the job outbox cannot see: a run whose worker died holds its job until the
+    job's lease ends (longer than a preflight), so a running run with no live worker is sent again at once; and
+    orders whose runs all ended are moved on. Returns how many it resumed."""
     since = now - dt.timedelta(seconds=settings.PREPARATION_STUCK_AFTER_SECONDS)
-    runs = list(PreparationRun.objects.filter(status=RunStatus.QUEUED, created_at__lt=since))
     running = PreparationRun.objects.filter(status=RunStatus.RUNNING, started_at__lt=since)
-    runs += [run for run in running if run_orphaned(run, now=now)]
-    _enqueue_on_commit(runs)
+    runs = [run for run in running if run_orphaned(run, now=now)]
+    _runs_enqueue(runs)
     ended = Order.objects.filter(status=S.PREPARING, updated_at__lt=since).exclude(
         preparation_runs__status__in=OPEN_RUNS
     )
@@ -109,11 +111,9 @@ def _held_nodes(order: Order, now: dt.datetime) -> list[Node]:
     return held
 
 
-def _enqueue_on_commit(runs: list[PreparationRun]) -> None:
-    from provisioning.tasks import preparation_run_task
-
+def _runs_enqueue(runs: list[PreparationRun]) -> None:
     for run in runs:
-        transaction.on_commit(lambda run_id=run.pk: preparation_run_task.delay(run_id), robust=True)
+        job_enqueue(PREPARATION_RUN, run_id=run.pk)
 
 
 def preparation_execute(*, run_id: int) -> str | None:
@@ -244,7 +244,7 @@ def preparation_conclude(*, order_id: int, actor: str) -> str:
             reason=f"preparing {order.reference} in place of a node that failed",
             now=now,
         )
-        _enqueue_on_commit(new_runs)
+        _runs_enqueue(new_runs)
         return "moved"
 
 

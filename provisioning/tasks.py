@@ -10,11 +10,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from config.jobs.task import job_task
 from provisioning.access import (
     REVOKE_TIMEOUT_SECONDS,
+    access_left_live_withdraw,
     access_revoke,
     access_withdraw,
-    access_withdrawals_resume,
     grants_due,
     reminders_due,
 )
@@ -34,7 +35,9 @@ log = logging.getLogger(__name__)
 RUN_SOFT_LIMIT = settings.PREFLIGHT_TIMEOUT_SECONDS + 120
 
 
-@shared_task(
+@job_task(
+    lease_seconds=RUN_SOFT_LIMIT + 120,  # past the hard limit: a claim still held then is a dead worker's
+    max_attempts=None,
     acks_late=True,
     soft_time_limit=RUN_SOFT_LIMIT,
     time_limit=RUN_SOFT_LIMIT + 60,
@@ -70,12 +73,14 @@ def access_revoke_task(grant_id: int) -> bool:
     return access_revoke(grant_id=grant_id)
 
 
-@shared_task(
+@job_task(
+    lease_seconds=REVOKE_TIMEOUT_SECONDS + 180,
+    max_attempts=None,  # the node stays out of sale until the account is gone: keep trying
     acks_late=True,
     autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
     retry_backoff=30,
     retry_backoff_max=600,
-    max_retries=None,  # the node stays out of sale until the account is gone: keep trying
+    max_retries=None,
     soft_time_limit=REVOKE_TIMEOUT_SECONDS + 60,
     time_limit=REVOKE_TIMEOUT_SECONDS + 120,
 )
@@ -85,9 +90,9 @@ def access_withdraw_task(grant_id: int) -> bool:
 
 @shared_task(acks_late=True)
 def preparation_resume_stuck_task() -> int:
-    """Beat: restart preparation runs and withdrawals whose task was lost; move on orders whose runs ended."""
+    """Beat: restart runs whose worker died; move on orders whose runs ended; withdraw access left live."""
     now = timezone.now()
-    return preparations_resume_stuck(now=now) + access_withdrawals_resume(now=now)
+    return preparations_resume_stuck(now=now) + access_left_live_withdraw(now=now)
 
 
 @shared_task(acks_late=True)

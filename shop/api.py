@@ -30,7 +30,8 @@ from shop.order_input import (
     resolve_preparation,
 )
 from shop.order_view import order_representation
-from shop.orders import OrderInputError, order_create, order_for_token
+from shop.orders import OrderInputError, order_for_token
+from shop.placement import order_create
 from shop.sshkeys import MAX_KEY_CHARS
 
 

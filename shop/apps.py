@@ -8,4 +8,4 @@ class ShopConfig(AppConfig):
     verbose_name = "Shop"
 
     def ready(self) -> None:
-        from shop import catalog, outbox  # noqa: F401  the catalog's cache signals; the shop's emails
+        from shop import capacity_shown, catalog, outbox  # noqa: F401  the caches' signals; the shop's emails

@@ -5,32 +5,27 @@ scan's health row), yet every page and every order read them: they are kept in t
 CATALOG_CACHE_SECONDS (5 s), dropped at once when one of their rows is saved or deleted, or a network's health
 flips, in this process (in every process when CACHE_URL names a shared cache). The short lifetime is the
 backstop for what no signal reaches: another worker's locmem cache, a queryset update(), a rate growing old.
-`lots_available` is cached for a shorter time, for display only: placing an order counts under the row locks.
+The count of free lots shown with it is cached for a shorter time (shop/capacity_shown.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import pickle
 from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
-from django.utils import timezone
 
 from payments.models import Asset, Network, Rate
 from payments.networks import network_health_changed, networks_offered
-from provisioning.models import Node
-from shop.capacity import lots_available
+from shop.capacity_shown import AVAILABLE_KEY, lots_available_shown
 from shop.models import Duration, LotSpec, Preparation
 
 CATALOG_KEY = "shop:catalog:v1"
-AVAILABLE_KEY = "shop:lots-available:v1"
 # The rows the cached catalog is made of: saving or deleting one drops it.
 CATALOG_MODELS = (LotSpec, Duration, Preparation, Network, Asset, Rate)
 CATALOG_CACHE_SECONDS = 5  # a network the scan finds down is hidden at most this much later than before
-LOTS_AVAILABLE_CACHE_SECONDS = 2
 
 
 @dataclass(frozen=True)
@@ -69,22 +64,6 @@ def catalog_data() -> CatalogData:
     return data
 
 
-def lots_available_shown() -> int:
-    """The number of free lots a page shows: at most LOTS_AVAILABLE_CACHE_SECONDS old."""
-    available = cache.get(AVAILABLE_KEY)
-    if available is None:
-        available = lots_available(timezone.now())
-        cache.set(AVAILABLE_KEY, available, LOTS_AVAILABLE_CACHE_SECONDS)
-    return available
-
-
-def lots_available_recount() -> int:
-    """Counted now (before a refusal); the pages show this count from here on."""
-    available = lots_available(timezone.now())
-    cache.set(AVAILABLE_KEY, available, LOTS_AVAILABLE_CACHE_SECONDS)
-    return available
-
-
 def catalog_current() -> Catalog:
     data = catalog_data()
     return Catalog(
@@ -97,24 +76,11 @@ def catalog_current() -> Catalog:
     )
 
 
-def lots_available_taken(lots: int) -> None:
-    """An order placed here took `lots`: the shown count follows at once, without counting again."""
-    with contextlib.suppress(ValueError):  # not cached: the next read counts
-        cache.decr(AVAILABLE_KEY, lots)
-
-
-def lots_available_forget(**_kwargs: object) -> None:
-    """A node added, changed or removed here: the next page counts again."""
-    cache.delete(AVAILABLE_KEY)
-
-
 def catalog_forget(**_kwargs: object) -> None:
     """Drop the cached catalog and the shown count: the next read goes to the database."""
     cache.delete_many([CATALOG_KEY, AVAILABLE_KEY])
 
 
-post_save.connect(lots_available_forget, sender=Node, dispatch_uid="lots_available_forget_node_save")
-post_delete.connect(lots_available_forget, sender=Node, dispatch_uid="lots_available_forget_node_delete")
 network_health_changed.connect(catalog_forget, dispatch_uid="catalog_forget_network_health")
 for _model in CATALOG_MODELS:
     post_save.connect(catalog_forget, sender=_model, dispatch_uid=f"catalog_forget_save_{_model.__name__}")

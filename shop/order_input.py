@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
 from payments.models import Asset, Network
-from shop.catalog import catalog_data, lots_available_recount, lots_available_shown
+from shop.capacity_shown import lots_available_recount, lots_available_shown
+from shop.catalog import catalog_data
+from shop.lot_messages import only_available_message
 from shop.models import Duration, HypothesisKind, Preparation
-from shop.orders import OrderInputError, OrderRequest
+from shop.orders import OrderInputError
+from shop.placement import OrderRequest
 from shop.sshkeys import SshKeyError, SshPublicKey, parse_ssh_public_key
 
 MAX_LOTS_PER_ORDER = 64
@@ -33,22 +35,6 @@ def check_lots(lots: int) -> int:
     if lots > available:
         raise OrderInputError("lots", only_available_message(available))
     return lots
-
-
-def only_available_message(available: int) -> str:
-    if available == 0:
-        return _("Sold out: no lot is available right now.")
-    return ngettext(
-        "Only %(count)s lot is available right now.", "Only %(count)s lots are available right now.", available
-    ) % {"count": available}
-
-
-def over_cap_message(cap: int) -> str:
-    return ngettext(
-        "One order can hold at most %(count)s lot until it is paid.",
-        "One order can hold at most %(count)s lots until it is paid.",
-        cap,
-    ) % {"count": cap}
 
 
 def resolve_duration(days: int) -> Duration:

@@ -10,7 +10,7 @@ from payments.models import PaymentStatus
 from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
 from shop.models import Order, OrderStatus
-from shop.orders import order_status_path
+from shop.order_links import order_status_path
 
 # While the payment can still move by itself, the order page refreshes itself.
 LIVE_PAYMENT_STATUSES = (PaymentStatus.PENDING, PaymentStatus.DETECTED)

@@ -1,9 +1,9 @@
 """Customer emails through an outbox: stored with the change they announce, sent at least once.
 
-`email_enqueue` writes the row inside the caller's transaction and asks a worker to send it once the
-transaction commits. If the broker is down at that moment the row simply waits: `emails_due` finds it
-and beat sends it. A send claims the row first (compare-and-swap), so two workers never send it twice;
-a crash between the SMTP hand-off and marking it sent is the one case where a customer gets it twice.
+`email_enqueue` writes the row inside the caller's transaction, with the job that sends it (config/jobs):
+if the broker is down when the transaction commits, beat sends the job later. A send claims the email row
+first (compare-and-swap), so two deliveries never send it twice; a crash between the SMTP hand-off and
+marking it sent is the one case where a customer gets it twice.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q
 from django.utils import timezone
 
+from config.jobs.outbox import job_enqueue
 from shop.emails import send_templated_email
 from shop.models import LotSpec, Order, OutgoingEmail
-from shop.orders import order_status_path
+from shop.order_links import order_status_path
 
 log = logging.getLogger(__name__)
 CLAIM = dt.timedelta(minutes=5)  # longer than one SMTP send; a dead worker's claim lapses after it
-MAX_ATTEMPTS = 10
+EMAIL_SEND = "shop.tasks.email_send_task"
 
 # name -> builder of the template context, registered by the app that owns the email (AppConfig.ready).
 ContextBuilder = Callable[[Order, dict], dict]
@@ -43,20 +43,8 @@ def email_enqueue(*, order_id: int, name: str, params: dict | None = None) -> Ou
     if name not in CONTEXT_BUILDERS:
         raise ValueError(f"no email called {name!r}")
     email = OutgoingEmail.objects.create(order_id=order_id, name=name, params=params or {})
-    from shop.tasks import email_send_task  # the task module imports this one
-
-    # robust: a broker outage is logged; the row stays due and beat sends it.
-    transaction.on_commit(lambda: email_send_task.delay(email.pk), robust=True)
+    job_enqueue(EMAIL_SEND, email_id=email.pk)
     return email
-
-
-def emails_due(now: dt.datetime) -> QuerySet[OutgoingEmail]:
-    return OutgoingEmail.objects.filter(
-        Q(claimed_until__isnull=True) | Q(claimed_until__lt=now),
-        sent_at__isnull=True,
-        created_at__lte=now - dt.timedelta(seconds=settings.EMAIL_RETRY_AFTER_SECONDS),
-        attempts__lt=MAX_ATTEMPTS,
-    )
 
 
 def email_send(*, email_id: int, now: dt.datetime | None = None) -> bool:

@@ -1,6 +1,7 @@
 """The one door from payments into the order: what a payment's outcome does to its order, as one table.
 
-Payments call `order_payment_outcome` (inside the payment's transaction) and nothing else of the order's.
+Payments call `order_payment_outcome` (inside the payment's transaction, after `order_outcome_locks` when the
+outcome may hold lots again) and nothing else of the order's; an import-linter contract keeps it so.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from shop import capacity
-from shop.catalog import lots_available_forget
+from shop.capacity_shown import lots_available_forget
+from shop.input_errors import OrderInputError
+from shop.lot_messages import only_available_message
 from shop.models import Order, OrderStatus
 from shop.orders import (
     UNPAID_STATUSES,
-    OrderInputError,
     order_note,
     order_transition,
     orders_expire_overdue_locked,
@@ -35,6 +37,7 @@ class OrderPaymentOutcome:
     HOLD = "hold"  # the full amount of the right asset is seen: keep the lots past the window while it confirms
     UNPAID = "unpaid"  # the money went away again (reorg): back to waiting
     REJECTED = "rejected"  # a reviewer refused the payment
+    REPORTED = "reported"  # the customer pressed "I have paid": a claim, never proof
 
 
 class Holds:
@@ -85,6 +88,12 @@ ORDER_PAYMENT_OUTCOMES: dict[str, OutcomeRule] = {
         stays_in=frozenset(UNPAID_STATUSES),  # part of the amount seen: the window's end stands
         holds=Holds.WINDOW,
     ),
+    _O.REPORTED: OutcomeRule(
+        target=S.PAYMENT_REPORTED,
+        moves_from=frozenset({S.AWAITING_PAYMENT}),
+        stays_in=frozenset(S.values) - {S.AWAITING_PAYMENT},  # once is enough; later presses change nothing
+        holds=Holds.AS_THEY_WERE,
+    ),
     _O.REJECTED: OutcomeRule(
         target=S.CANCELLED,
         moves_from=frozenset({S.AWAITING_PAYMENT, S.PAYMENT_REPORTED, S.NEEDS_REVIEW, S.EXPIRED}),
@@ -92,6 +101,11 @@ ORDER_PAYMENT_OUTCOMES: dict[str, OutcomeRule] = {
         holds=Holds.RELEASED,
     ),
 }
+
+
+def order_outcome_locks() -> None:
+    """The locks an outcome that may hold lots again needs, taken first (lock order: nodes, payment, order)."""
+    capacity.lock_sellable_nodes()
 
 
 def order_payment_outcome(
@@ -157,8 +171,6 @@ def _hold_missing_lots(*, order: Order, now: dt.datetime) -> None:
     try:
         capacity.reserve_lots(order=order, lots=missing, expires_at=None, now=now)
     except capacity.SoldOut as exc:
-        from shop.order_input import only_available_message  # order_input imports this module
-
         raise OrderInputError("lots", only_available_message(exc.available)) from None
 
 

@@ -6,15 +6,16 @@ import logging
 import smtplib
 
 from celery import shared_task
-from django.utils import timezone
 
+from config.jobs.task import job_task
 from shop.orders import orders_expire_overdue
-from shop.outbox import email_send, emails_due
+from shop.outbox import CLAIM, email_send
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(
+@job_task(
+    lease_seconds=int(CLAIM.total_seconds()),
     acks_late=True,
     autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError),
     retry_backoff=True,
@@ -22,15 +23,6 @@ log = logging.getLogger(__name__)
 )
 def email_send_task(email_id: int) -> bool:
     return email_send(email_id=email_id)
-
-
-@shared_task(acks_late=True)
-def emails_send_due_task() -> int:
-    """Emails whose first send never ran (broker down at commit, worker lost) or failed for good."""
-    due = list(emails_due(timezone.now()).values_list("pk", flat=True)[:500])
-    for email_id in due:
-        email_send_task.delay(email_id)
-    return len(due)
 
 
 @shared_task(acks_late=True)

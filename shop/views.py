@@ -22,10 +22,12 @@ from payments.notices import payment_notice_submit
 from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import catalog_current, catalog_data
 from shop.forms import ConfigureForm, ContactForm, PaidForm, PaymentForm
-from shop.models import Order, OrderStatus, order_total_usd
+from shop.models import HypothesisKind, Order, OrderStatus, order_total_usd
 from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
+from shop.order_links import order_status_path
 from shop.order_view import order_representation
-from shop.orders import OrderInputError, order_create, order_for_token, order_status_path
+from shop.orders import OrderInputError, order_for_token
+from shop.placement import order_create
 
 WIZARD_KEY = "order_wizard"
 STATUS_REFRESH_SECONDS = 15
@@ -206,8 +208,6 @@ def order_review(request: HttpRequest) -> HttpResponse:
 
 
 def _hypothesis_label(wizard: dict[str, Any]) -> str:
-    from shop.models import HypothesisKind
-
     kind = wizard.get("hypothesis_kind")
     return HypothesisKind(kind).label if kind in HypothesisKind.values else ""
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.utils import timezone
 
+from config.jobs.models import Job
 from shop.models import Duration, Order, Preparation
 
 
@@ -29,3 +32,10 @@ def order_stored(*, reference: str = "B2-TEST-0001", days: int = 7) -> Order:
         ssh_key_fingerprint="SHA256:test",
         terms_accepted_at=timezone.now(),
     )
+
+
+def jobs_lost(*, seconds_ago: float = 600, **filters) -> int:
+    """Open jobs whose send never reached a worker (the broker was down at commit), made `seconds_ago`: beat's
+    sweep sends them again. Returns how many."""
+    since = timezone.now() - dt.timedelta(seconds=seconds_ago)
+    return Job.objects.open().filter(**filters).update(created_at=since, due_at=since, claimed_until=None)

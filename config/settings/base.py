@@ -36,6 +36,7 @@ CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 INSTALLED_APPS = [
     # First: with DEBUG off it refuses the development values before any other app starts (config/apps.py).
     "config.apps.ProjectConfig",
+    "config.jobs",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -233,12 +234,11 @@ CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_TIMEZONE = "UTC"
 SCAN_INTERVAL_SECONDS = env_int("SCAN_INTERVAL_SECONDS", 15)
-# An "I have paid" notice still unchecked after this long is sent again by the periodic scan.
-NOTICE_RECHECK_AFTER_SECONDS = env_int("NOTICE_RECHECK_AFTER_SECONDS", 60)
-# An email still unsent this long after its change committed is sent by beat (broker down, worker lost).
-EMAIL_RETRY_AFTER_SECONDS = env_int("EMAIL_RETRY_AFTER_SECONDS", 60)
+# A background job (an email, a payment check, a preparation run...) not run this long after its change
+# committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
+JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
-    "send-due-emails": {"task": "shop.tasks.emails_send_due_task", "schedule": max(1.0, EMAIL_RETRY_AFTER_SECONDS)},
+    "send-due-jobs": {"task": "config.jobs.tasks.jobs_send_due_task", "schedule": max(1.0, JOB_RESEND_AFTER_SECONDS)},
     "release-expired-reservations": {
         "task": "shop.tasks.reservations_release_expired_task",
         "schedule": 60.0,

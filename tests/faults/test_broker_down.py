@@ -24,8 +24,8 @@ from tests.servers import ROOT, CeleryWorker, clean_environment, database_url_fo
 from tests.verification.helpers import ORDERS_URL, units
 
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
-# The periodic scan every second, and a notice or an email re-sent as soon as it is found unchecked or unsent.
-FAST_BEAT = {"SCAN_INTERVAL_SECONDS": "1", "NOTICE_RECHECK_AFTER_SECONDS": "0", "EMAIL_RETRY_AFTER_SECONDS": "0"}
+# The periodic scan every second, and a job (a notice's check, an email) re-sent as soon as it is found not run.
+FAST_BEAT = {"SCAN_INTERVAL_SECONDS": "1", "JOB_RESEND_AFTER_SECONDS": "0"}
 
 
 @pytest.fixture

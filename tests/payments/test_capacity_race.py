@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from payments.models import AddressCursor, PaymentRequest
 from shop.models import Order, Reservation
-from shop.orders import OrderInputError, order_create
+from shop.orders import OrderInputError
+from shop.placement import order_create
 
 CONTENDERS = 8
 race = pytest.mark.django_db(transaction=True, serialized_rollback=True)

@@ -10,7 +10,8 @@ from payments.addresses import derive_address, key_fingerprint
 from payments.checkout import quote_prepare
 from payments.models import AddressCursor, PaymentRequest
 from shop.models import Order, Reservation
-from shop.orders import OrderInputError, order_create
+from shop.orders import OrderInputError
+from shop.placement import order_create
 
 ORDERS_URL = "/api/v1/orders/"
 

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from payments.models import PaymentRequest
-from shop.catalog import LOTS_AVAILABLE_CACHE_SECONDS
+from shop.capacity_shown import LOTS_AVAILABLE_CACHE_SECONDS
 from shop.models import Order, Reservation
 from shop.tasks import reservations_release_expired_task
 
@@ -68,7 +68,7 @@ def test_the_worker_expires_an_order_whose_payment_window_ended_and_frees_its_lo
     event = order.events.last()
     assert (event.from_status, event.to_status, event.actor) == ("awaiting_payment", "expired", "system")
     assert not Reservation.objects.filter(order=order, released_at__isnull=True).exists()
-    # The count shown comes from this process's cache, at most LOTS_AVAILABLE_CACHE_SECONDS old (shop/catalog.py)
+    # The count shown comes from this process's cache, at most LOTS_AVAILABLE_CACHE_SECONDS old (shop/capacity_shown.py)
     celery_worker.wait_for(
         lambda: client.get("/api/v1/catalog/").json()["lots_available"] == 1,
         "the freed lot is not shown",

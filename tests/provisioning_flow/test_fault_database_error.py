@@ -13,13 +13,16 @@ import pytest
 from django.db import OperationalError, connection
 from django.utils import timezone
 
+from config.jobs.models import Job
+from config.jobs.tasks import jobs_send_due_task
 from provisioning import node_steps
 from provisioning import prepare as prepare_module
 from provisioning.models import AccessGrant, NodeState, PreparationRun, RunStatus
-from provisioning.prepare import preparation_start
+from provisioning.prepare import PREPARATION_RUN, preparation_start
 from provisioning.tasks import preparation_resume_stuck_task
 from shop.models import Order, OrderStatus
 from tests.provisioning_flow.node_faults import PREPARE, prepare, wait_until
+from tests.stored_rows import jobs_lost
 
 STEPS = {
     "claiming-the-run": (prepare_module, "run_claim"),  # before anything ran: the run stays queued
@@ -83,15 +86,17 @@ def test_a_database_error_in_a_preparation_step_is_retried_until_it_succeeds(
     assert_handed_over_on(order, node)
 
 
-def stuck(order, *, status: str) -> PreparationRun:
-    """The order is preparing, its run's task lost (a broker that dropped it, a worker gone for good)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("provisioning.prepare._enqueue_on_commit", lambda runs: None)
+def stuck(order, capture, *, status: str) -> PreparationRun:
+    """The order is preparing ten minutes ago, its run's task lost: never sent (the broker was down), or taken by
+    a worker that died after claiming the run; its job is then still held, until the job's lease ends."""
+    with capture(execute=False):
         (run_,) = preparation_start(order_id=order.pk, actor="olga")
     long_ago = timezone.now() - dt.timedelta(minutes=10)
     fields = {"created_at": long_ago}
+    jobs_lost(kind=PREPARATION_RUN)
     if status == RunStatus.RUNNING:  # its worker died after claiming it; nobody holds its lock
         fields.update(status=RunStatus.RUNNING, attempt=1, started_at=long_ago, step="running the GPU preflight")
+        Job.objects.filter(kind=PREPARATION_RUN).update(claimed_until=timezone.now() + dt.timedelta(minutes=10))
     PreparationRun.objects.filter(pk=run_.pk).update(**fields)
     order.refresh_from_db()
     assert order.status == OrderStatus.PREPARING
@@ -105,7 +110,7 @@ def test_the_operators_button_restarts_a_preparation_whose_task_was_lost(
     # Given a preparation whose run sits queued forever, and the console that shows it
     node = local_node()
     order = paid_order(preparation=fast_preparation)
-    stuck(order, status=RunStatus.QUEUED)
+    stuck(order, django_capture_on_commit_callbacks, status=RunStatus.QUEUED)
     client.force_login(operator)
     console = client.get("/ops/").content.decode()
     assert f'action="/ops/orders/{order.reference}/prepare/"' in console
@@ -127,14 +132,16 @@ def test_beat_picks_up_a_stuck_preparation_by_itself(
     # Given a preparation stuck for ten minutes: its run queued (the task lost) or running with no worker
     node = local_node()
     order = paid_order(preparation=fast_preparation)
-    stuck(order, status=status)
+    stuck(order, django_capture_on_commit_callbacks, status=status)
 
-    # When beat's periodic pass runs
+    # When beat's periodic passes run: the job sweep (a job never sent) and the preparation's own (a run whose
+    # worker died while its job is still held)
     with django_capture_on_commit_callbacks(execute=True):
+        resent = jobs_send_due_task()
         resumed = preparation_resume_stuck_task()
 
-    # Then the run starts again (the next attempt) and hands over
-    assert resumed == 1
+    # Then the run starts again (the next attempt) by one of them, and hands over
+    assert (resent, resumed) == ((1, 0) if status == RunStatus.QUEUED else (0, 1))
     assert_handed_over_on(order, node)
 
 

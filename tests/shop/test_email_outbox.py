@@ -8,10 +8,12 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from config.jobs.models import Job
+from config.jobs.tasks import jobs_send_due_task
 from shop.models import OutgoingEmail
 from shop.outbox import email_send
-from shop.tasks import emails_send_due_task
 from tests.servers import free_port
+from tests.stored_rows import jobs_lost
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +34,9 @@ def test_placing_an_order_stores_its_order_received_email_with_the_order(make_no
     email = OutgoingEmail.objects.get(order__reference=body["reference"])
     assert (email.name, email.sent_at, email.attempts) == ("order_received", None, 0)
     assert mail.outbox == []
+    # with the job that sends it, in the same transaction
+    job = Job.objects.get(kind="shop.tasks.email_send_task", args={"email_id": email.pk})
+    assert (job.done_at, job.attempts) == (None, 0)
 
 
 def test_an_email_whose_smtp_server_is_down_stays_due_and_beat_sends_it_once_the_server_is_back(
@@ -49,15 +54,15 @@ def test_an_email_whose_smtp_server_is_down_stays_due_and_beat_sends_it_once_the
 
     # When the server is back and beat looks for due emails a minute later
     smtp_down.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-    OutgoingEmail.objects.filter(pk=email.pk).update(created_at=timezone.now() - dt.timedelta(minutes=2))
-    assert emails_send_due_task() == 1
+    jobs_lost(seconds_ago=120)
+    assert jobs_send_due_task() == 1
 
     # Then the customer gets the email, once, and a later sweep sends nothing again
     assert [message.to for message in mail.outbox] == [["ada@example.org"]]
     assert body["reference"] in mail.outbox[0].subject
     email.refresh_from_db()
     assert email.sent_at is not None and email.last_error == ""
-    assert emails_send_due_task() == 0
+    assert jobs_send_due_task() == 0
     assert len(mail.outbox) == 1
 
 
@@ -73,11 +78,9 @@ def test_a_stored_email_sent_twice_by_redelivered_tasks_reaches_the_customer_onc
 
 def test_an_email_claimed_by_a_worker_that_is_still_sending_is_not_sent_by_beat(make_node, place_order):
     make_node()
-    email = OutgoingEmail.objects.get(order__reference=place_order()["reference"])
-    now = timezone.now()
-    OutgoingEmail.objects.filter(pk=email.pk).update(
-        created_at=now - dt.timedelta(minutes=2), claimed_until=now + dt.timedelta(minutes=3)
-    )
+    place_order()
+    jobs_lost(seconds_ago=120)
+    Job.objects.update(claimed_until=timezone.now() + dt.timedelta(minutes=3))
 
-    assert emails_send_due_task() == 0
+    assert jobs_send_due_task() == 0
     assert mail.outbox == []

@@ -14,13 +14,12 @@ from shop.models import Duration, Order, OrderEvent, Preparation, Reservation
 from shop.orders import (
     ORDER_TRANSITIONS,
     OrderInputError,
-    OrderRequest,
     TransitionNotAllowed,
     order_cancel,
-    order_create,
     order_transition,
     orders_expire_overdue,
 )
+from shop.placement import OrderRequest, order_create
 from shop.sshkeys import parse_ssh_public_key
 from shop.tasks import reservations_release_expired_task
 

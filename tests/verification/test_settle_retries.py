@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from django.db import OperationalError
 
-import payments.settle
+import payments.scan
 import payments.verify
 from config.celery import app
 from payments.models import Credit
@@ -53,7 +53,7 @@ def test_a_settlement_that_failed_after_the_credit_became_final_is_done_by_the_n
     chain.mine(3)
 
     # When beat's periodic pass runs and the settlement hits a database error once
-    calls = fail_once(monkeypatch, payments.settle, "payment_settle")
+    calls = fail_once(monkeypatch, payments.scan, "payment_settle")
     with django_capture_on_commit_callbacks(execute=True):
         scan_all_networks_task.delay()
 
@@ -71,7 +71,7 @@ def test_a_final_credit_whose_settlement_was_lost_is_settled_by_the_next_pass(
     placed = customer.order()
     chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
     chain.mine(3)
-    fail_once(monkeypatch, payments.settle, "payment_settle")
+    fail_once(monkeypatch, payments.scan, "payment_settle")
     with pytest.raises(OperationalError):
         scan_pass()
     assert Credit.objects.get().final

@@ -1,0 +1,126 @@
+"""Placing an order: the customer's request checked against a fresh quote, then in one transaction its lots
+held, the order opened, its payment request made and its email stored. All or nothing.
+
+Above both the order domain and payments: it is the one place where the two meet at the start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from payments.checkout import PreparedQuote, payment_deadline, payment_request_open, quote_prepare
+from payments.models import Asset
+from payments.quotes import QuoteError
+from shop import capacity
+from shop.capacity_shown import lots_available_taken
+from shop.catalog import catalog_data
+from shop.lot_messages import only_available_message, over_cap_message
+from shop.models import Duration, Order, Preparation, order_total_usd
+from shop.order_links import order_access_token
+from shop.orders import OrderInputError, order_open, orders_expire_overdue_locked
+from shop.outbox import email_enqueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OrderRequest:
+    """What a customer asks for, already parsed by a form or serializer."""
+
+    lots: int
+    duration: Duration
+    preparation: Preparation
+    first_name: str
+    last_name: str
+    email: str
+    ssh_public_key: str
+    ssh_key_fingerprint: str
+    asset: Asset
+    language: str
+    hypothesis_kind: str = ""
+    hypothesis_text: str = ""
+
+
+@dataclass(frozen=True)
+class PlacedOrder:
+    order: Order
+    access_token: str
+
+
+def order_quote(*, request: OrderRequest) -> PreparedQuote:
+    total = order_total_usd(lots=request.lots, price_per_lot_usd=request.duration.price_per_lot_usd)
+    try:
+        return quote_prepare(asset=request.asset, amount_usd=total)
+    except QuoteError as exc:
+        raise OrderInputError("asset", str(exc)) from None
+
+
+def order_create(*, request: OrderRequest, now: dt.datetime | None = None) -> PlacedOrder:
+    """Place an order: hold its lots, open its payment request, record the event, send the email.
+
+    All or nothing: a sold-out or failing step leaves no order, reservation or address behind.
+    """
+    quote = order_quote(request=request)  # network I/O, before any lock is taken
+    now = now or timezone.now()
+    for _attempt in range(3):  # a clash of random references is astronomically rare; retry it anyway
+        try:
+            with transaction.atomic():
+                order = _order_create_locked(request=request, quote=quote, now=now)
+        except IntegrityError as exc:
+            if "reference" in str(exc) or "access_nonce" in str(exc):
+                continue
+            raise
+        break
+    else:  # pragma: no cover - three reference clashes in a row
+        raise RuntimeError("could not allocate an order reference")
+
+    # Not on commit: the count shown may run ahead of an outer transaction that rolls back; it is display only.
+    lots_available_taken(order.lots)
+    order.payment_notices = 0  # a new order has no "I have paid" notice: its representation need not count them
+    log.info("order %s placed: %s lots, %s USD", order.reference, order.lots, order.total_usd)
+    return PlacedOrder(order=order, access_token=order_access_token(order))
+
+
+def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt.datetime) -> Order:
+    fleet = capacity.lock_sellable_nodes()
+    orders_expire_overdue_locked(now=now)
+    if request.lots > (cap := capacity.lots_cap(fleet)):  # nobody holds the fleet without paying
+        available = capacity.lots_available(now)
+        message = only_available_message(available) if request.lots > available else over_cap_message(cap)
+        raise OrderInputError("lots", message)
+    lot = catalog_data().lot
+    order = order_open(
+        now=now,
+        lots=request.lots,
+        duration=request.duration,
+        preparation=request.preparation,
+        duration_days=request.duration.days,
+        gpu_model=lot.gpu_model,
+        gpus_per_lot=lot.gpus_per_lot,
+        gpu_memory_gb=lot.gpu_memory_gb,
+        price_per_lot_usd=request.duration.price_per_lot_usd,
+        total_usd=quote.amount_usd,
+        first_name=request.first_name,
+        last_name=request.last_name,
+        email=request.email,
+        ssh_public_key=request.ssh_public_key,
+        ssh_key_fingerprint=request.ssh_key_fingerprint,
+        hypothesis_kind=request.hypothesis_kind,
+        hypothesis_text=request.hypothesis_text,
+        language=request.language,
+        terms_accepted_at=now,
+    )
+    try:
+        capacity.reserve_lots(order=order, lots=request.lots, expires_at=payment_deadline(now), now=now)
+    except capacity.SoldOut as exc:
+        raise OrderInputError("lots", only_available_message(exc.available)) from None
+    payment_request_open(order=order, quote=quote, now=now)
+    email_enqueue(order_id=order.pk, name="order_received")
+    return order
+
+
