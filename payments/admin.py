@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+from decimal import Decimal
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
-from config.admin_base import ReadOnlyInline, reason_asked
-from payments.models import Asset, Credit, Network, Notice, PaymentEvent, PaymentRequest, Rate
+from config.admin_base import ReadOnlyInline, details_asked, reason_asked
+from payments.models import Asset, Credit, Network, Notice, PaymentEvent, PaymentRequest, Rate, Refund, RefundEvent
 from payments.networks import rpc_env_name, rpc_urls
+from payments.refunds import RefundDecisionError, refund_decide, refund_goodwill_open
 from payments.refunds_due import refunds_due_text
 from payments.review import Decision, ReviewError, payment_review_decide
 
@@ -104,7 +108,7 @@ class PaymentRequestAdmin(admin.ModelAdmin):
     search_fields = ["order__reference", "address", "credits__tx_hash"]
     list_select_related = ["order", "asset__network"]
     inlines = [CreditInline, NoticeInline, PaymentEventInline]
-    actions = ["accept", "reject", "mark_for_refund"]
+    actions = ["accept", "reject", "mark_for_refund", "goodwill_refund"]
     exclude = ["key_fingerprint"]
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
@@ -157,3 +161,85 @@ class PaymentRequestAdmin(admin.ModelAdmin):
     @admin.action(description="Mark for refund", permissions=["review"])
     def mark_for_refund(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
         return self._decide(request, queryset, Decision.REFUND, "Mark for refund")
+
+    @admin.action(description="Open a goodwill refund (in the payment's asset)", permissions=["review"])
+    def goodwill_refund(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        items = [f"{payment.order}: {payment.asset.symbol} on {payment.asset.network.name}" for payment in queryset]
+        answers, page = details_asked(
+            self, request, queryset, title="Goodwill refund", items=items, form_class=GoodwillForm
+        )
+        if page is not None:
+            return page
+        for payment in queryset:
+            units = answers["amount"].scaleb(payment.decimals)
+            if units != units.to_integral_value():
+                warning = f"{payment.order}: more decimals than {payment.asset.symbol} has"
+                self.message_user(request, warning, messages.WARNING)
+                continue
+            refund = refund_goodwill_open(
+                payment_id=payment.pk, amount_base_units=int(units), reviewer=request.user.get_username(),
+                reason=answers["reason"],
+            )
+            self.message_user(request, f"{payment.order}: goodwill refund {refund.pk} opened")
+        return None
+
+
+class GoodwillForm(forms.Form):
+    amount = forms.DecimalField(min_value=Decimal("0.000000000000000001"), help_text="in whole units of the asset")
+    reason = forms.CharField(widget=forms.Textarea, max_length=2000)
+
+
+class RefundEventInline(ReadOnlyInline):
+    model = RefundEvent
+    fields = ["created_at", "from_status", "to_status", "actor", "reason"]
+
+
+@admin.register(Refund)
+class RefundAdmin(admin.ModelAdmin):
+    """Refunds are opened by the money (or by a reviewer's goodwill action on a payment) and move only through
+    payments.refunds; here reviewers approve or reject them, with a reason."""
+
+    list_display = ["pk", "order", "reason", "amount_text", "network", "to_address", "status", "tx_hash"]
+    list_filter = ["status", "reason", "network"]
+    search_fields = ["payment__order__reference", "to_address", "tx_hash"]
+    list_select_related = ["payment__order", "network"]
+    inlines = [RefundEventInline]
+    actions = ["approve", "reject"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return [field.name for field in Refund._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_review_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("payments.review_payment")
+
+    @admin.display(description="order")
+    def order(self, refund: Refund) -> str:
+        return refund.payment.order.reference
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet, *, approve: bool, title: str) -> HttpResponse | None:
+        items = [f"{r.payment.order.reference}: {r.amount_text} to {r.to_address or '-'}" for r in queryset]
+        reason, page = reason_asked(self, request, queryset, title=title, items=items)
+        if page is not None:
+            return page
+        for refund in queryset:
+            try:
+                refund_decide(refund_id=refund.pk, approve=approve, reviewer=request.user.get_username(), reason=reason)
+            except RefundDecisionError as exc:
+                self.message_user(request, f"refund {refund.pk}: {exc}", messages.WARNING)
+            else:
+                self.message_user(request, f"refund {refund.pk}: {title.lower()} recorded")
+        return None
+
+    @admin.action(description="Approve the refund (the treasurer's next run pays it)", permissions=["review"])
+    def approve(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        return self._decide(request, queryset, approve=True, title="Approve refund")
+
+    @admin.action(description="Reject the refund", permissions=["review"])
+    def reject(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        return self._decide(request, queryset, approve=False, title="Reject refund")

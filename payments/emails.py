@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils.functional import lazy
 
-from payments.models import PaymentRequest
+from payments.models import PaymentRequest, Refund
 from payments.networks import finality_description
 from shop.models import Order
 from shop.outbox import email_context
@@ -15,3 +15,9 @@ def payment_email_context(order: Order, params: dict) -> dict:
     payment = PaymentRequest.objects.select_related("asset__network").get(pk=params["payment_id"])
     # Lazy: rendered in the customer's language, which the outbox activates only to render.
     return {"payment": payment, "finality": lazy(finality_description, str)(payment.asset.network)}
+
+
+@email_context("refund_opened", "refund_confirmed")
+def refund_email_context(order: Order, params: dict) -> dict:
+    refund = Refund.objects.select_related("network").get(pk=params["refund_id"])
+    return {"refund": refund, "amount": refund.amount_text, "network": refund.network.name}

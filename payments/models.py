@@ -318,3 +318,86 @@ class ScanCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.network.slug}: next block {self.next_block}"
+
+
+class RefundReason(models.TextChoices):
+    OVERPAID = "overpaid", _("More than the quote arrived")
+    LATE = "late", _("Paid after the lots were gone")
+    CANCELLED = "cancelled", _("The order was cancelled")
+    WRONG_ASSET = "wrong_asset", _("Sent in another token, coin or network")
+    GOODWILL = "goodwill", _("A reviewer's decision")
+
+
+class RefundStatus(models.TextChoices):
+    AWAITING_ADDRESS = "awaiting_address", _("Waiting for your refund address")
+    PENDING_APPROVAL = "pending_approval", _("Waiting for a reviewer's approval")
+    APPROVED = "approved", _("Approved: it will be sent")
+    SENT = "sent", _("Sent, waiting for confirmations")
+    CONFIRMED = "confirmed", _("Confirmed on-chain")
+    REJECTED = "rejected", _("Rejected")
+
+
+class RefundQuerySet(models.QuerySet):
+    def open(self) -> RefundQuerySet:
+        """Still being decided: its amount may follow the chain, its address may change."""
+        return self.filter(status__in=(RefundStatus.AWAITING_ADDRESS, RefundStatus.PENDING_APPROVAL))
+
+    def committed(self) -> RefundQuerySet:
+        """Approved, sent or confirmed: its amount is owed (or paid), it never changes again."""
+        return self.filter(status__in=(RefundStatus.APPROVED, RefundStatus.SENT, RefundStatus.CONFIRMED))
+
+
+class Refund(models.Model):
+    """Money to send back from an order's deposit address, exact in the asset it arrived in.
+
+    Its status moves only through payments.refunds.refund_transition (REFUND_TRANSITIONS), with a RefundEvent.
+    """
+
+    payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="refunds")
+    reason = models.CharField(max_length=16, choices=RefundReason.choices)
+    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="refunds")
+    chain_id = models.PositiveBigIntegerField()
+    # The asset it arrived in: empty for the native coin; a token the shop does not sell has no Asset row.
+    token_contract = models.CharField(max_length=42, blank=True)
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, null=True, blank=True, related_name="refunds")
+    symbol = models.CharField(max_length=16, blank=True)
+    decimals = models.PositiveSmallIntegerField(null=True, blank=True)
+    amount_base_units = BaseUnitsField()
+    to_address = models.CharField(max_length=42, blank=True, validators=[address_validator])
+    status = models.CharField(max_length=16, choices=RefundStatus.choices, default=RefundStatus.AWAITING_ADDRESS)
+    tx_hash = models.CharField(max_length=66, blank=True)
+    block_number = models.PositiveBigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_by = models.CharField(max_length=150, blank=True)
+
+    objects = RefundQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [models.CheckConstraint(condition=Q(amount_base_units__gt=0), name="refund_amount_positive")]
+
+    def __str__(self) -> str:
+        return f"refund {self.pk}: {self.amount_text} ({self.reason})"
+
+    @property
+    def amount_text(self) -> str:
+        if self.decimals is None:
+            return f"{self.amount_base_units} base units of token {self.token_contract}"
+        return f"{format_units(int(self.amount_base_units), self.decimals)} {self.symbol}"
+
+
+class RefundEvent(models.Model):
+    """One row per change of a refund's status (who, when, from, to, why)."""
+
+    refund = models.ForeignKey(Refund, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now)
+    from_status = models.CharField(max_length=16, choices=RefundStatus.choices, blank=True)
+    to_status = models.CharField(max_length=16, choices=RefundStatus.choices)
+    actor = models.CharField(max_length=150)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"refund {self.refund_id}: {self.from_status or '-'} -> {self.to_status}"

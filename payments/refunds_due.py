@@ -35,9 +35,11 @@ def _by_asset(credits: Iterable[Credit]) -> list[dict]:
     return [entry for entry in entries.values() if int(entry["base_units"]) > 0]
 
 
+FOREIGN = (CreditKind.WRONG_ASSET, CreditKind.WRONG_NETWORK)
 ALL = "all"  # all the money on the order's address: a rejected payment, a refund of it all
 UNNEEDED = "unneeded"  # the excess of its own asset over the quote, and every transfer that does not pay it
 AFTER_SETTLEMENT = "after_settlement"  # what arrived once a reviewer accepted the rest
+STRAY = "stray"  # final transfers of another asset or network: never the order's, whatever happens to it
 
 
 def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope: str) -> list[dict]:
@@ -48,6 +50,8 @@ def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope
         return _by_asset(on_chain)
     if scope == AFTER_SETTLEMENT:
         return _by_asset(credit for credit in on_chain if credit.after_settlement)
+    if scope == STRAY:
+        return _by_asset(credit for credit in on_chain if credit.kind in FOREIGN and credit.final)
     paying = [credit for credit in on_chain if credit.counted and credit.kind == CreditKind.MATCH]
     others = [credit for credit in on_chain if credit not in paying]
     due = _by_asset(others)

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from payments.lifecycle import REVIEWER_TRANSITIONS, payment_note, payment_transition
 from payments.models import PaymentRequest, PaymentStatus
+from payments.refunds import refunds_follow
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
 from shop.input_errors import OrderInputError
 from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome
@@ -62,6 +63,7 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
             _mark_for_refund(review)
         else:
             raise ReviewError(f"Unknown decision {decision!r}.")
+        refunds_follow(payment=payment, now=now, reason=f"decided by reviewer {reviewer}: {reason}")
     return payment
 
 

@@ -31,7 +31,8 @@ from django.utils import timezone
 
 from payments.lifecycle import payment_note, payment_transition
 from payments.models import CreditKind, PaymentRequest, PaymentStatus
-from payments.refunds_due import AFTER_SETTLEMENT, UNNEEDED, refunds_due_compute
+from payments.refunds import refunds_follow
+from payments.refunds_due import AFTER_SETTLEMENT, STRAY, UNNEEDED, refunds_due_compute
 from shop.outbox import email_enqueue
 from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 
@@ -129,9 +130,10 @@ def _figures_from_credits(payment: PaymentRequest, credits: list, now: dt.dateti
     payment.received_base_units = received
     payment.confirmations = confirmations
     if payment.refund_decided_at is None:  # until a reviewer decides, what is due back follows the chain
-        scope = AFTER_SETTLEMENT if reviewed else UNNEEDED
         settled = payment.settled_at is not None
-        payment.refunds_due = refunds_due_compute(payment=payment, credits=credits, scope=scope) if settled else []
+        # Unsettled, only money in another asset or network is surely not the order's: due back once final.
+        scope = (AFTER_SETTLEMENT if reviewed else UNNEEDED) if settled else STRAY
+        payment.refunds_due = refunds_due_compute(payment=payment, credits=credits, scope=scope)
     return status
 
 
@@ -154,6 +156,7 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
         status = _figures_from_credits(payment, credits, now)
         payment.save(update_fields=FIGURES)
         if payment.reviewed_at is not None or status == payment.status:
+            refunds_follow(payment=payment, now=now)
             return payment.status  # a reviewer's decision stands (the figures are refreshed), or nothing moved
         reason = _reason(status, credits)
         payment_transition(payment=payment, to=status, actor="system", reason=reason, now=now)
@@ -162,6 +165,7 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
         )
         if status in EMAIL_FOR:
             email_enqueue(order_id=payment.order_id, name=EMAIL_FOR[status], params={"payment_id": payment.pk})
+        refunds_follow(payment=payment, now=now)  # after the status email: the customer reads them in that order
     log.info("payment %s of order %s: %s", payment.pk, payment.order_id, status)
     return status
 

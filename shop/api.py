@@ -180,6 +180,21 @@ class PaymentOutput(serializers.Serializer):
     refunds_due = RefundDueOutput(many=True, help_text="What is due back, one entry per asset it arrived in")
 
 
+class RefundOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    reason = serializers.CharField(help_text="overpaid, late, cancelled, wrong_asset or goodwill")
+    asset = serializers.CharField(allow_null=True, help_text="Null: a token the shop does not sell")
+    contract = serializers.CharField(allow_null=True, help_text="Null for the native coin")
+    network = serializers.CharField()
+    amount_base_units = serializers.CharField(help_text="Integer string in the asset's own base units")
+    amount = serializers.CharField(allow_null=True, help_text="Decimal string in whole units, when decimals are known")
+    to_address = serializers.CharField(allow_null=True, help_text="Null until the customer gives it")
+    status = serializers.CharField(
+        help_text="awaiting_address, pending_approval, approved, sent, confirmed or rejected"
+    )
+    tx_hash = serializers.CharField(allow_null=True)
+
+
 class OrderOutput(serializers.Serializer):
     reference = serializers.CharField()
     access_token = serializers.CharField()
@@ -196,6 +211,7 @@ class OrderOutput(serializers.Serializer):
     hypothesis = serializers.CharField()
     created_at = serializers.DateTimeField()
     payment = PaymentOutput()
+    refunds = RefundOutput(many=True)
     access = serializers.DictField(
         allow_null=True, help_text="host, port, user, host_key_fingerprint, ssh_command, ends_at, nodes"
     )

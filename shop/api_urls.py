@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from django.urls import path
 
+from payments.api import RefundDecisionApi
 from provisioning.api import OrderPrepareApi
 from shop import advisor_views, api
+from shop.refund_views import RefundAddressApi
 
 urlpatterns = [
     path("catalog/", api.CatalogApi.as_view(), name="api_catalog"),
@@ -11,5 +13,12 @@ urlpatterns = [
     path("orders/<str:reference>/", api.OrderDetailApi.as_view(), name="api_order_detail"),
     path("orders/<str:reference>/paid/", api.OrderPaidApi.as_view(), name="api_order_paid"),
     path("orders/<str:reference>/prepare/", OrderPrepareApi.as_view(), name="api_order_prepare"),
+    path(
+        "orders/<str:reference>/refunds/<str:refund_id>/address/",
+        RefundAddressApi.as_view(),
+        name="api_refund_address",
+    ),
+    path("refunds/<str:refund_id>/approve/", RefundDecisionApi.as_view(approve=True), name="api_refund_approve"),
+    path("refunds/<str:refund_id>/reject/", RefundDecisionApi.as_view(approve=False), name="api_refund_reject"),
     path("advisor/", advisor_views.AdvisorApi.as_view(), name="api_advisor"),
 ]

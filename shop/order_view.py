@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from eth_utils import to_checksum_address
 
-from payments.models import PaymentStatus
+from payments.models import PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
+from payments.refunds import CHANGEABLE
 from shop.models import Order, OrderStatus
 from shop.order_links import order_status_path
 
@@ -64,6 +66,26 @@ def _refund_due(entry: dict) -> dict[str, Any]:
     return {**entry, "amount": format_units(int(entry["base_units"]), entry["decimals"]) if known else None}
 
 
+def refund_representation(refund: Refund) -> dict[str, Any]:
+    known = refund.decimals is not None
+    return {
+        "id": refund.pk,
+        "reason": refund.reason,
+        "reason_label": refund.get_reason_display(),
+        "asset": refund.symbol or None,
+        "contract": to_checksum_address(refund.token_contract) if refund.token_contract else None,
+        "network": refund.network.slug,
+        "network_name": refund.network.name,
+        "amount_base_units": str(int(refund.amount_base_units)),
+        "amount": format_units(int(refund.amount_base_units), refund.decimals) if known else None,
+        "to_address": refund.to_address or None,
+        "status": refund.status,
+        "status_label": refund.get_status_display(),
+        "address_changeable": refund.status in CHANGEABLE,
+        "tx_hash": refund.tx_hash or None,
+    }
+
+
 def _notices_count(order: Order) -> int:
     """Counted in the order's own query where it was read with its token (shop.orders.order_for_token)."""
     if hasattr(order, "payment_notices"):
@@ -89,6 +111,7 @@ def order_representation(order: Order, *, token: str, request: HttpRequest) -> d
         "hypothesis": order.hypothesis_text,
         "created_at": order.created_at,
         "payment": payment_representation(order),
+        "refunds": [refund_representation(refund) for refund in order.payment.refunds.select_related("network")],
         "access": access_representation(order),
         "manifest_url": (
             request.build_absolute_uri(order_status_path(order) + "manifest.json")

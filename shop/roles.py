@@ -19,6 +19,8 @@ ROLES = {
             "payments.view_paymentevent",
             "payments.view_network",
             "payments.view_asset",
+            "payments.view_refund",
+            "payments.view_refundevent",
         ],
     ),
     "operator": (

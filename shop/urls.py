@@ -14,6 +14,11 @@ urlpatterns = [
     path("order/review/", views.order_review, name="order_review"),
     path("o/<str:reference>/<str:token>/", views.order_status, name="order_status"),
     path("o/<str:reference>/<str:token>/paid/", views.order_paid, name="order_paid"),
+    path(
+        "o/<str:reference>/<str:token>/refunds/<int:refund_id>/address/",
+        views.refund_address,
+        name="refund_address",
+    ),
     path("o/<str:reference>/<str:token>/manifest.json", views.order_manifest, name="order_manifest"),
     path("advisor/", advisor_views.advisor, name="advisor"),
 ]

@@ -17,8 +17,10 @@ from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from payments.models import Refund
 from payments.networks import finality_description
 from payments.notices import payment_notice_submit
+from payments.refunds import refund_address_give
 from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import catalog_current, catalog_data
 from shop.forms import ConfigureForm, ContactForm, PaidForm, PaymentForm
@@ -227,7 +229,13 @@ def payment_qr_svg(uri: str) -> str:
 
 
 def _status_page(
-    request: HttpRequest, order: Order, token: str, *, paid_form: PaidForm | None = None, status: int = 200
+    request: HttpRequest,
+    order: Order,
+    token: str,
+    *,
+    paid_form: PaidForm | None = None,
+    refund_error: tuple[int, str, str] | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     view = order_representation(order, token=token, request=request)
     qr_svg = payment_qr_svg(view["payment"]["uri"])
@@ -239,6 +247,8 @@ def _status_page(
         "status_url": view["status_url"],
         "total_usd": Decimal(view["total_usd"]),
         "paid_form": paid_form or PaidForm(),
+        # (refund id, the address given, what is wrong with it): shown on that refund's field
+        "refund_error": refund_error,
         "refresh_seconds": STATUS_REFRESH_SECONDS
         if view["payment"]["watching"] or order.status == OrderStatus.PREPARING
         else None,
@@ -265,6 +275,21 @@ def order_paid(request: HttpRequest, reference: str, token: str) -> HttpResponse
             messages.success(request, _("Thank you: we are checking the chain now. This page updates by itself."))
             return redirect(order_status_path(order))
     return _status_page(request, order, token, paid_form=form, status=400)
+
+
+@require_POST
+def refund_address(request: HttpRequest, reference: str, token: str, refund_id: int) -> HttpResponse:
+    """The order page's refund form; a refused address is shown again with the reason on its field."""
+    order = _order_or_404(reference, token)
+    address = request.POST.get("address", "")[:200]
+    try:
+        refund_address_give(order_id=order.pk, refund_id=refund_id, address=address)
+    except Refund.DoesNotExist:
+        raise Http404 from None
+    except OrderInputError as exc:
+        return _status_page(request, order, token, refund_error=(refund_id, address, exc.message), status=400)
+    messages.success(request, _("Thank you: a reviewer approves the refund, then it is sent to that address."))
+    return redirect(order_status_path(order) + f"#refund-{refund_id}")
 
 
 def order_manifest(request: HttpRequest, reference: str, token: str) -> JsonResponse:

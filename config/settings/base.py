@@ -7,6 +7,7 @@ whatever the settings module (config/apps.py).
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import dj_database_url
@@ -234,6 +235,9 @@ CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_TIMEZONE = "UTC"
 SCAN_INTERVAL_SECONDS = env_int("SCAN_INTERVAL_SECONDS", 15)
+# Money due back that is worth less than this (in USD) opens no refund by itself: dust anyone can send to a
+# public address. A reviewer can still refund it; a token the shop does not sell always waits for one.
+REFUND_MIN_USD = Decimal(env_str("REFUND_MIN_USD", "1.00"))
 # A background job (an email, a payment check, a preparation run...) not run this long after its change
 # committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
 JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)

@@ -86,13 +86,15 @@ def _same_cost(request: Request, world: World, client: Client, status: int, name
 QUERY_BUDGET = {
     "home": 0,
     "catalog page (order wizard)": 1,  # the visitor's session
-    "payment page (awaiting payment, QR)": 2,  # the order with its payment, asset, network; its credits
-    "order status page (paid, 1-100 credits)": 2,
+    # The order with its payment, asset, network; its credits; its refunds.
+    "payment page (awaiting payment, QR)": 3,
+    "order status page (paid, 1-100 credits)": 3,
     "GET /api/v1/catalog/": 0,
-    "GET /api/v1/orders/<ref>/": 2,
+    "GET /api/v1/orders/<ref>/": 3,
     # The test's node insert, and the count of free lots it makes stale counted again; then the locks and
-    # writes of the order's one transaction (with the job that sends its email), and its credits for the answer.
-    "POST /api/v1/orders/": 18,
+    # writes of the order's one transaction (with the job that sends its email), its credits and its refunds for
+    # the answer.
+    "POST /api/v1/orders/": 19,
 }
 
 

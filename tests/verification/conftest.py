@@ -13,9 +13,10 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from payments.devnet import devnet_setup
+from payments.devnet import deploy_token, devnet_setup
 from payments.models import Asset, Network
 from payments.networks import rpc_client
+from payments.rpc import RpcClient
 from tests.servers import Anvil
 from tests.verification.chain import Chain, Wallet
 from tests.verification.helpers import ORDERS_URL
@@ -48,6 +49,12 @@ def chain(bare_chain):
     bare_chain.usdt = Asset.objects.get(network__slug="local", symbol="USDT").contract
     bare_chain.mine(5)  # room below the payments: a reorg of a few blocks takes only what a test sent
     return bare_chain
+
+
+@pytest.fixture
+def foreign_token(chain) -> str:
+    """A token the shop does not sell (a bridged USDC.e, a USDT0, an airdrop), 18 decimals."""
+    return deploy_token(RpcClient([chain.node.url]), name="Bridged USD Coin", symbol="USDC.e", decimals=18)
 
 
 class Customer:

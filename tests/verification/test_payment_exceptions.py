@@ -58,7 +58,11 @@ def test_an_overpayment_pays_the_order_and_records_the_excess_for_refund(chain, 
     assert seen["payment"]["received_base_units"] == str(units(placed) + excess)
     assert [(due["asset"], due["base_units"]) for due in seen["payment"]["refunds_due"]] == [("USDC", str(excess))]
     assert payment_steps(placed) == [("pending", "overpaid")]
-    assert mailoutbox[-1].subject == f"Order {placed['reference']}: payment confirmed"
+    # And the customer is told, in this order: the payment is confirmed, a refund of the excess is due
+    assert [m.subject for m in mailoutbox][-2:] == [
+        f"Order {placed['reference']}: payment confirmed",
+        f"Order {placed['reference']}: a refund is due to you",
+    ]
 
 
 def test_a_payment_after_the_deadline_goes_to_review_as_late(chain, customer, scan_pass, mailoutbox):

@@ -10,17 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from payments.devnet import deploy_token
 from payments.models import Credit
 from payments.review import Decision, payment_review_decide
-from payments.rpc import RpcClient
 from tests.verification.helpers import order_of, order_steps, payment_of, payment_steps, units
-
-
-@pytest.fixture
-def foreign_token(chain) -> str:
-    """A token the shop does not sell (a bridged USDC.e, a USDT0, an airdrop), 18 decimals."""
-    return deploy_token(RpcClient([chain.node.url]), name="Bridged USD Coin", symbol="USDC.e", decimals=18)
 
 
 def paid_order(chain, customer, scan_pass) -> dict:

@@ -1,0 +1,239 @@
+"""Refunds: their status table, their one writer, and where they come from.
+
+A refund is opened by the money itself (payments.settle and payments.review keep `refunds_due` per asset, and
+`refunds_follow` turns it into Refund rows: an overpaid excess, a late payment, a rejected or cancelled order,
+money in the wrong asset) or by a reviewer (`goodwill`). The customer gives the address; a reviewer approves
+or rejects; the treasurer's signer sends it; the scan confirms it on-chain.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from payments.models import (
+    Asset,
+    CreditKind,
+    PaymentRequest,
+    PaymentStatus,
+    Refund,
+    RefundEvent,
+    RefundReason,
+    RefundStatus,
+)
+from payments.quotes import QuoteError, usd_rate
+from payments.refund_address import refund_address_check
+from shop.input_errors import OrderInputError
+from shop.outbox import email_enqueue
+
+R = RefundStatus
+
+# Allowed next statuses. An open refund (awaiting its address, or a reviewer) follows the chain and may be
+# rejected; an approved one is owed and waits for the treasurer; a sent one is confirmed by the scan, or goes
+# back to approved if a reorg takes its transfer away. Confirmed and rejected are final.
+REFUND_TRANSITIONS: dict[str, frozenset[str]] = {
+    R.AWAITING_ADDRESS: frozenset({R.PENDING_APPROVAL, R.REJECTED}),
+    R.PENDING_APPROVAL: frozenset({R.AWAITING_ADDRESS, R.APPROVED, R.REJECTED}),
+    R.APPROVED: frozenset({R.SENT, R.CONFIRMED, R.REJECTED}),
+    R.SENT: frozenset({R.APPROVED, R.CONFIRMED}),
+    R.CONFIRMED: frozenset(),
+    R.REJECTED: frozenset(),
+}
+
+
+class RefundTransitionNotAllowed(Exception):
+    pass
+
+
+def refund_transition(*, refund: Refund, to: str, actor: str, reason: str, now: dt.datetime | None = None) -> bool:
+    """Validate against the table, save the status alone, record who/when/from/to/why; True if it moved.
+    A non-change is a no-op. The caller holds the refund's (or its payment's) row lock."""
+    if to == refund.status:
+        return False
+    if to not in REFUND_TRANSITIONS[refund.status]:
+        raise RefundTransitionNotAllowed(f"refund {refund.pk}: {refund.status} -> {to} is not allowed")
+    assert transaction.get_connection().in_atomic_block, "refund_transition needs the caller's transaction"
+    from_status = refund.status
+    refund.status = to
+    refund.save(update_fields=["status"])
+    RefundEvent.objects.create(
+        refund=refund, created_at=now or timezone.now(), from_status=from_status, to_status=to, actor=actor,
+        reason=reason,
+    )
+    return True
+
+
+def _reason(payment: PaymentRequest, entry: dict) -> str:
+    """Why one entry of `refunds_due` goes back: the payment's own asset (an excess, or late money), another
+    asset or network, or everything of an order that will not be served."""
+    credits = [
+        credit for credit in payment.credits.on_chain()
+        if (credit.chain_id, credit.token_contract or "") == (entry["chain_id"], entry["contract"] or "")
+    ]
+    if any(credit.kind in (CreditKind.WRONG_ASSET, CreditKind.WRONG_NETWORK) for credit in credits):
+        return RefundReason.WRONG_ASSET
+    if any(credit.kind == CreditKind.LATE for credit in credits):
+        return RefundReason.LATE
+    if payment.status == PaymentStatus.REJECTED:
+        return RefundReason.CANCELLED
+    return RefundReason.OVERPAID
+
+
+def refunds_follow(*, payment: PaymentRequest, now: dt.datetime, reason: str = "") -> list[Refund]:
+    """Make the payment's refunds match what is due back (`payment.refunds_due`), per asset. What a reviewer
+    approved stays owed; the open rest follows the chain (opened, resized, or rejected when nothing is due
+    any more). The caller holds the payment's lock. Returns the refunds opened now."""
+    decided = payment.refund_decided_at is not None
+    due = {
+        (entry["chain_id"], entry["contract"] or ""): entry
+        for entry in payment.refunds_due
+        if decided or _worth_refunding(payment, entry)
+    }
+    opened = []
+    rows = list(payment.refunds.exclude(reason=RefundReason.GOODWILL))
+    keys = set(due) | {(row.chain_id, row.token_contract) for row in rows}
+    for key in keys:
+        same = [row for row in rows if (row.chain_id, row.token_contract) == key]
+        owed = sum(int(row.amount_base_units) for row in same if row.status in (R.APPROVED, R.SENT, R.CONFIRMED))
+        want = int(due[key]["base_units"]) - owed if key in due else 0
+        open_row = next((row for row in same if row.status in (R.AWAITING_ADDRESS, R.PENDING_APPROVAL)), None)
+        if open_row is not None and want <= 0:
+            refund_transition(refund=open_row, to=R.REJECTED, actor="system", reason="nothing is due back any more")
+        elif open_row is not None and want != int(open_row.amount_base_units):
+            Refund.objects.filter(pk=open_row.pk).update(amount_base_units=want)
+        elif open_row is None and want > 0:
+            opened.append(_refund_open(payment=payment, entry=due[key], amount=want, now=now, reason=reason))
+    return opened
+
+
+def _worth_refunding(payment: PaymentRequest, entry: dict) -> bool:
+    """Opened by the money alone only for an asset the shop sells, worth REFUND_MIN_USD or more: anyone can send
+    dust, or a token of their own making, to a public address; a reviewer opens those when they are real."""
+    assets = Asset.objects.filter(network__chain_id=entry["chain_id"])
+    contract = entry["contract"]
+    asset = (assets.filter(contract__iexact=contract) if contract else assets.filter(contract__isnull=True)).first()
+    if asset is None:
+        return False
+    whole = Decimal(int(entry["base_units"])).scaleb(-asset.decimals)
+    if asset.pk == payment.asset_id:
+        rate = payment.usd_rate
+    else:
+        try:
+            rate = usd_rate(asset).usd_per_unit
+        except QuoteError:
+            return True  # a coin or token the shop sells, without a price now: a reviewer sees it
+    return whole * rate >= settings.REFUND_MIN_USD
+
+
+def _refund_open(*, payment: PaymentRequest, entry: dict, amount: int, now: dt.datetime, reason: str) -> Refund:
+    assets = Asset.objects.select_related("network").filter(network__chain_id=entry["chain_id"])
+    contract = entry["contract"]
+    asset = (assets.filter(contract__iexact=contract) if contract else assets.filter(contract__isnull=True)).first()
+    network = asset.network if asset else payment.asset.network
+    refund = Refund.objects.create(
+        payment=payment,
+        reason=_reason(payment, entry),
+        network=network,
+        chain_id=entry["chain_id"],
+        token_contract=entry["contract"] or "",
+        asset=asset,
+        symbol=entry["asset"] or "",
+        decimals=entry["decimals"],
+        amount_base_units=amount,
+        created_at=now,
+    )
+    RefundEvent.objects.create(
+        refund=refund, created_at=now, to_status=R.AWAITING_ADDRESS, actor="system", reason=reason or "due back"
+    )
+    email_enqueue(order_id=payment.order_id, name="refund_opened", params={"refund_id": refund.pk})
+    return refund
+
+
+def refund_goodwill_open(*, payment_id: int, amount_base_units: int, reviewer: str, reason: str) -> Refund:
+    """A reviewer gives money back for any other reason, in the payment's own asset."""
+    if not reason.strip():
+        raise ValueError("A reason is required for a goodwill refund.")
+    if amount_base_units <= 0:
+        raise ValueError("A refund is of a positive amount.")
+    now = timezone.now()
+    with transaction.atomic():
+        payment = PaymentRequest.objects.select_for_update().select_related("asset__network").get(pk=payment_id)
+        asset = payment.asset
+        refund = Refund.objects.create(
+            payment=payment,
+            reason=RefundReason.GOODWILL,
+            network=asset.network,
+            chain_id=payment.chain_id,
+            token_contract=payment.contract or "",
+            asset=asset,
+            symbol=asset.symbol,
+            decimals=payment.decimals,
+            amount_base_units=amount_base_units,
+            created_at=now,
+            decided_by=reviewer,
+        )
+        RefundEvent.objects.create(
+            refund=refund, created_at=now, to_status=R.AWAITING_ADDRESS, actor=f"reviewer {reviewer}", reason=reason
+        )
+        email_enqueue(order_id=payment.order_id, name="refund_opened", params={"refund_id": refund.pk})
+    return refund
+
+
+class RefundDecisionError(Exception):
+    """A decision the refund's status does not allow, in words for the reviewer."""
+
+
+def refund_decide(*, refund_id: int, approve: bool, reviewer: str, reason: str) -> Refund:
+    """A payment reviewer approves a refund that has its address, or rejects an open or approved one."""
+    if not reason.strip():
+        raise RefundDecisionError("A reason is required for every decision.")
+    with transaction.atomic():
+        refund = Refund.objects.select_for_update().get(pk=refund_id)
+        to = R.APPROVED if approve else R.REJECTED
+        if approve and refund.status != R.PENDING_APPROVAL:
+            raise RefundDecisionError(f"Only a refund waiting for approval can be approved; it is {refund.status}.")
+        try:
+            refund_transition(refund=refund, to=to, actor=f"reviewer {reviewer}", reason=reason)
+        except RefundTransitionNotAllowed:
+            raise RefundDecisionError(f"A refund that is {refund.status} cannot be rejected any more.") from None
+        Refund.objects.filter(pk=refund.pk).update(decided_by=reviewer)
+    return refund
+
+
+
+def refund_address_give(*, order_id: int, refund_id: int, address: str) -> Refund:
+    """The customer's refund address, checked (payments.refund_address) before any lock is taken; the refund
+    then waits for a reviewer. It can change until a reviewer approves it. Raises Refund.DoesNotExist for a
+    refund of another order, OrderInputError for a bad address or a refund past that point."""
+    refund = Refund.objects.select_related("network").get(pk=refund_id, payment__order_id=order_id)
+    if refund.status not in CHANGEABLE:
+        raise _address_fixed(refund)
+    checked = refund_address_check(address, network=refund.network)  # on-chain: outside the transaction
+    with transaction.atomic():
+        refund = Refund.objects.select_for_update().get(pk=refund_id)
+        if refund.status not in CHANGEABLE:
+            raise _address_fixed(refund)
+        refund.to_address = checked
+        refund.save(update_fields=["to_address"])
+        moved = refund_transition(refund=refund, to=R.PENDING_APPROVAL, actor="customer", reason=f"address {checked}")
+        if not moved:  # a new address for a refund already waiting: the reviewer sees it in its history
+            RefundEvent.objects.create(
+                refund=refund, from_status=refund.status, to_status=refund.status, actor="customer",
+                reason=f"address changed to {checked}",
+            )
+    return refund
+
+
+CHANGEABLE = (R.AWAITING_ADDRESS, R.PENDING_APPROVAL)
+
+
+def _address_fixed(refund: Refund) -> OrderInputError:
+    return OrderInputError(
+        "address",
+        _("This refund's address can no longer change (%(status)s).") % {"status": refund.get_status_display()},
+    )

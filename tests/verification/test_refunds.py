@@ -1,0 +1,281 @@
+"""Refunds, opened by the money itself, given an address by the customer, decided by a reviewer: every amount
+exact in the asset it arrived in, on a real chain (anvil) with real tokens.
+
+The attacker's cases come first: addresses that would lose the money or send it back to the shop, a refund of
+another order, a customer or an operator trying a reviewer's decision.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core import mail
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+
+from payments.models import Refund, RefundStatus
+from payments.review import Decision, payment_review_decide
+from tests.verification.helpers import ORDERS_URL, payment_of, units
+
+EXCESS = 2_500_000  # 2.5 USDC
+
+
+def staff(role: str, name: str) -> str:
+    call_command("add_staff", name, "--role", role, "--password", f"a-long-{role}-password")
+    from django.contrib.auth import get_user_model
+
+    return Token.objects.create(user=get_user_model().objects.get(username=name)).key
+
+
+def overpaid(chain, customer, scan_pass) -> tuple[dict, Refund]:
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) + EXCESS)
+    chain.mine(1)
+    scan_pass()
+    return placed, Refund.objects.get(payment=payment_of(placed))
+
+
+def give_address(client, placed: dict, refund_id: int, address: str, token: str | None = None):
+    return client.post(
+        f"{ORDERS_URL}{placed['reference']}/refunds/{refund_id}/address/",
+        {"address": address},
+        content_type="application/json",
+        headers={"X-Order-Token": token or placed["access_token"]},
+    )
+
+
+def decide(client, refund_id: int, verb: str, token: str | None, reason: str = "checked the transfer"):
+    headers = {"Authorization": f"Token {token}"} if token else {}
+    return client.post(f"/api/v1/refunds/{refund_id}/{verb}/", {"reason": reason}, content_type="application/json",
+                       headers=headers)
+
+
+CUSTOMER_WALLET = "0x52908400098527886E0F7030069857D2E4169EE7"  # EIP-55's own example, checksummed
+
+
+def test_an_overpayment_opens_a_refund_of_the_exact_excess_the_customer_gives_an_address_and_a_reviewer_approves(
+    chain, customer, scan_pass, client
+):
+    # Given an order overpaid by 2.5 USDC, final
+    placed, refund = overpaid(chain, customer, scan_pass)
+
+    # Then a refund of exactly the excess is open, waiting for the customer's address, and they are emailed
+    assert (refund.reason, refund.status, int(refund.amount_base_units), refund.symbol) == (
+        "overpaid", "awaiting_address", EXCESS, "USDC"
+    )
+    assert f"Order {placed['reference']}: a refund is due to you" in [m.subject for m in mail.outbox]
+    shown = customer.read(placed)["refunds"]
+    assert shown == [{
+        "id": refund.pk, "reason": "overpaid", "asset": "USDC", "contract": chain.usdc, "network": "local",
+        "amount_base_units": str(EXCESS), "amount": "2.5", "to_address": None, "status": "awaiting_address",
+        "tx_hash": None,
+    }]
+
+    # When the customer gives their address, and a reviewer approves through the API
+    answer = give_address(client, placed, refund.pk, CUSTOMER_WALLET)
+    assert answer.status_code == 200, answer.content
+    assert (answer.json()["status"], answer.json()["to_address"]) == ("pending_approval", CUSTOMER_WALLET)
+    approved = decide(client, refund.pk, "approve", staff("reviewer", "rita"))
+
+    # Then the refund is approved, its history says who did what, and its address can no longer change
+    assert approved.status_code == 200, approved.content
+    assert approved.json() == {"id": refund.pk, "status": "approved"}
+    steps = [(e.from_status, e.to_status, e.actor) for e in refund.events.all()]
+    assert steps == [
+        ("", "awaiting_address", "system"),
+        ("awaiting_address", "pending_approval", "customer"),
+        ("pending_approval", "approved", "reviewer rita"),
+    ]
+    again = give_address(client, placed, refund.pk, "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB")
+    assert again.status_code == 400 and "can no longer change" in again.json()["address"][0]
+    assert Refund.objects.get(pk=refund.pk).to_address == CUSTOMER_WALLET
+
+
+def test_a_refund_address_that_would_lose_the_money_or_return_it_to_the_shop_is_refused_on_its_field(
+    chain, customer, scan_pass, client
+):
+    placed, refund = overpaid(chain, customer, scan_pass)
+    another = customer.order()
+    cases = {
+        "not an address": ("0x1234", "0x followed by 40"),
+        "no checksum (all lower case)": (CUSTOMER_WALLET.lower(), "checksummed form"),
+        "a wrong checksum (one capital changed)": (CUSTOMER_WALLET.replace("E7", "e7"), "checksummed form"),
+        "the zero address": ("0x" + "0" * 40, "zero address"),
+        "a token contract": (chain.usdc, "token contract"),
+        "this order's own deposit address": (placed["payment"]["address"], "deposit addresses"),
+        "another order's deposit address": (another["payment"]["address"], "deposit addresses"),
+    }
+    for case, (address, message) in cases.items():
+        answer = give_address(client, placed, refund.pk, address)
+        assert answer.status_code == 400, case
+        assert message in answer.json()["address"][0], (case, answer.json())
+    refund.refresh_from_db()
+    assert (refund.status, refund.to_address) == ("awaiting_address", "")  # nothing half-stored
+    assert refund.events.count() == 1
+
+
+def test_a_refund_is_reached_only_with_its_own_orders_token_and_decided_only_by_a_payment_reviewer(
+    chain, customer, scan_pass, client
+):
+    placed, refund = overpaid(chain, customer, scan_pass)
+    another = customer.order()
+    # Another order's token, or a refund id of another order: 404, nothing changes
+    assert give_address(client, placed, refund.pk, CUSTOMER_WALLET, token=another["access_token"]).status_code == 404
+    assert give_address(client, another, refund.pk, CUSTOMER_WALLET).status_code == 404
+    assert give_address(client, placed, refund.pk, CUSTOMER_WALLET).status_code == 200
+    # Anonymous, an operator, a customer's order token: no decision; a reviewer: yes
+    assert decide(client, refund.pk, "approve", None).status_code in (401, 403)
+    assert decide(client, refund.pk, "approve", staff("operator", "olga")).status_code == 403
+    reviewer = staff("reviewer", "rita")
+    assert decide(client, refund.pk, "approve", reviewer, reason=" ").status_code == 400
+    assert Refund.objects.get(pk=refund.pk).status == "pending_approval"
+    assert decide(client, refund.pk, "reject", reviewer, reason="the customer asked to keep it as credit").json() == {
+        "id": refund.pk, "status": "rejected"
+    }
+    # A rejected refund is final: approving it now is a conflict, said in words
+    late = decide(client, refund.pk, "approve", reviewer)
+    assert late.status_code == 409 and "waiting for approval" in late.json()["detail"]
+
+
+def test_a_refund_follows_the_chain_until_it_is_approved_then_more_money_opens_another(
+    chain, customer, scan_pass, client
+):
+    placed, refund = overpaid(chain, customer, scan_pass)
+    # More arrives while it is open: the same refund grows, exactly
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], 1_000_000)
+    chain.mine(1)
+    scan_pass()
+    refund.refresh_from_db()
+    assert int(refund.amount_base_units) == EXCESS + 1_000_000
+    give_address(client, placed, refund.pk, CUSTOMER_WALLET)
+    assert decide(client, refund.pk, "approve", staff("reviewer", "rita")).status_code == 200
+    # More arrives after the approval: the approved amount stays, a new refund opens for the difference
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], 700_000)
+    chain.mine(1)
+    scan_pass()
+    rows = list(Refund.objects.filter(payment=payment_of(placed)).values_list("status", "amount_base_units"))
+    assert [(status, int(amount)) for status, amount in rows] == [
+        ("approved", EXCESS + 1_000_000), ("awaiting_address", 700_000)
+    ]
+
+
+def test_money_in_a_token_the_order_does_not_use_is_refunded_in_that_token_exactly(chain, customer, scan_pass):
+    # Given a USDC order paid in full, and 3.000001 USDT (another token) sent to its address too
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.wallet.pay_token(chain.usdt, placed["payment"]["address"], 3_000_001)
+    chain.mine(1)
+    scan_pass()
+
+    # Then the USDT comes back as USDT, to the base unit; nothing is added to the USDC
+    (refund,) = Refund.objects.filter(payment=payment_of(placed))
+    assert (refund.reason, refund.symbol, refund.token_contract.lower(), int(refund.amount_base_units)) == (
+        "wrong_asset", "USDT", chain.usdt.lower(), 3_000_001
+    )
+
+
+def test_a_rejected_payment_refunds_everything_that_arrived_as_a_cancellation(chain, customer, scan_pass):
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) - 1)  # underpaid by one unit
+    chain.mine(1)
+    scan_pass()
+    assert not Refund.objects.exists()
+
+    payment_review_decide(
+        payment_id=payment_of(placed).pk, decision=Decision.REJECT, reason="the customer cancelled", reviewer="rita"
+    )
+
+    (refund,) = Refund.objects.filter(payment=payment_of(placed))
+    assert (refund.reason, int(refund.amount_base_units), refund.status) == ("cancelled", units(placed) - 1,
+                                                                               RefundStatus.AWAITING_ADDRESS)
+
+
+def test_the_order_page_takes_the_refund_address_and_shows_a_refused_one_on_its_field(
+    chain, customer, scan_pass, client
+):
+    placed, refund = overpaid(chain, customer, scan_pass)
+    page = placed["status_url"].split("testserver", 1)[-1]
+    action = f"{page}refunds/{refund.pk}/address/"
+    assert f'action="{action}"' in client.get(page).content.decode()
+
+    refused = client.post(action, {"address": "0x" + "0" * 40})
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    assert 'aria-invalid="true"' in body and "The zero address burns what is sent to it" in body
+
+    taken = client.post(action, {"address": CUSTOMER_WALLET}, follow=True)
+    body = taken.content.decode()
+    assert "Thank you: a reviewer approves the refund" in body
+    assert CUSTOMER_WALLET in body and "Waiting for a reviewer&#x27;s approval" in body
+
+
+@pytest.mark.parametrize("verb", ["approve", "reject"])
+def test_a_refund_that_does_not_exist_is_a_plain_404_for_a_reviewer(db, client, verb):
+    assert decide(client, 999_999, verb, staff("reviewer", "rita")).status_code == 404
+
+
+def test_dust_opens_no_refund_and_a_token_the_shop_does_not_sell_waits_for_a_reviewer(
+    chain, customer, scan_pass, foreign_token
+):
+    # Given a paid USDC order that also received 0.5 USDT (under REFUND_MIN_USD) and 7 units of a stranger's
+    # 18-decimal token
+    placed = customer.order()
+    address = placed["payment"]["address"]
+    chain.wallet.pay_token(chain.usdc, address, units(placed))
+    chain.wallet.pay_token(chain.usdt, address, 500_000)
+    chain.wallet.pay_token(foreign_token, address, 7 * 10**18)
+    chain.mine(2)
+    scan_pass()
+
+    # Then nothing opens by itself: no refund, no email to the customer about one
+    assert not Refund.objects.exists()
+    assert not [m for m in mail.outbox if "refund" in m.subject]
+
+    # When a reviewer marks the payment for refund, each asset opens on its own, the stranger's token in its own
+    # base units (its decimals unknown)
+    payment_review_decide(payment_id=payment_of(placed).pk, decision=Decision.REFUND, reason="asked", reviewer="rita")
+    opened = {(r.symbol, r.token_contract.lower(), int(r.amount_base_units), r.decimals) for r in Refund.objects.all()}
+    assert opened == {("USDT", chain.usdt.lower(), 500_000, 6), ("", foreign_token.lower(), 7 * 10**18, None)}
+
+
+def test_a_late_payment_rejected_by_a_reviewer_is_refunded_in_full_as_late(chain, customer, scan_pass):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    placed = customer.order()
+    payment_of(placed).__class__.objects.filter(pk=payment_of(placed).pk).update(
+        expires_at=timezone.now() - dt.timedelta(minutes=5)
+    )
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    assert payment_of(placed).status == "late" and not Refund.objects.exists()
+
+    payment_review_decide(
+        payment_id=payment_of(placed).pk, decision=Decision.REJECT, reason="the lots are gone", reviewer="rita"
+    )
+
+    (refund,) = Refund.objects.all()
+    assert (refund.reason, int(refund.amount_base_units)) == ("late", units(placed))
+
+
+def test_a_reviewer_opens_a_goodwill_refund_in_the_payments_own_asset(chain, customer, scan_pass):
+    from payments.refunds import refund_goodwill_open
+
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    with pytest.raises(ValueError):
+        refund_goodwill_open(payment_id=payment_of(placed).pk, amount_base_units=1_000_000, reviewer="rita", reason="")
+
+    refund = refund_goodwill_open(
+        payment_id=payment_of(placed).pk, amount_base_units=1_000_000, reviewer="rita", reason="a slow hand-over"
+    )
+
+    assert (refund.reason, refund.symbol, int(refund.amount_base_units), refund.status) == (
+        "goodwill", "USDC", 1_000_000, "awaiting_address"
+    )
+    # A goodwill refund is the reviewer's, not the chain's: the next settlement leaves it as it is
+    scan_pass()
+    assert Refund.objects.get(pk=refund.pk).status == "awaiting_address"
