@@ -19,7 +19,16 @@ from payments.review import Decision, ReviewError, payment_review_decide
 class AssetInline(admin.TabularInline):
     model = Asset
     extra = 0
-    fields = ["symbol", "name", "decimals", "contract", "usd_stable", "enabled"]
+    fields = [
+        "symbol",
+        "name",
+        "decimals",
+        "contract",
+        "usd_stable",
+        "price_feed",
+        "price_feed_heartbeat_seconds",
+        "enabled",
+    ]
 
 
 @admin.register(Network)

@@ -1,5 +1,5 @@
-"""The local development chain: test USDC/USDT deployed from their committed artifact, and payments
-sent from anvil's funded development accounts (anvil signs for them: no key is held here)."""
+"""The local development chain: test USDC/USDT and an ETH/USD price feed deployed from their committed artifacts,
+and payments sent from anvil's funded development accounts (anvil signs for them: no key is held here)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+from django.conf import settings
 from eth_abi import encode
 from eth_utils import function_signature_to_4byte_selector, is_address, to_checksum_address
 
@@ -14,6 +15,8 @@ from payments.models import Asset, Network, PaymentRequest
 from payments.rpc import RpcClient
 
 ARTIFACT = Path(__file__).resolve().parent / "contracts" / "TestToken.json"
+FEED_ARTIFACT = Path(__file__).resolve().parent / "contracts" / "DevPriceFeed.json"
+FEED_DECIMALS = 8  # as Chainlink's USD feeds
 TEST_TOKENS = [("USDC", "Test USD Coin", 6), ("USDT", "Test Tether USD", 6)]
 TEST_TOKEN_SYMBOLS = {symbol for symbol, _, _ in TEST_TOKENS}
 
@@ -51,8 +54,34 @@ def deploy_token(client: RpcClient, *, name: str, symbol: str, decimals: int) ->
     return to_checksum_address(receipt["contractAddress"])
 
 
+def deploy_price_feed(client: RpcClient, *, decimals: int, description: str, answer: int) -> str:
+    """A DevPriceFeed answering `answer` (in units of 10**-decimals USD) as of now; anyone may change it."""
+    artifact = json.loads(FEED_ARTIFACT.read_text())
+    data = artifact["bytecode"] + encode(["uint8", "string", "int256"], [decimals, description, answer]).hex()
+    receipt = send_and_wait(client, {"from": funded_account(client), "data": data})
+    return to_checksum_address(receipt["contractAddress"])
+
+
+def _has_code(client: RpcClient, address: str | None) -> bool:
+    return bool(address) and client.call("eth_getCode", [address, "latest"]) != "0x"
+
+
+def _setup_native_price_feed(client: RpcClient, network: Network) -> str:
+    """The local coin's USD feed, answering DEV_NATIVE_USD_RATE until someone sets another answer."""
+    coin = Asset.objects.get(network=network, contract__isnull=True)
+    if _has_code(client, coin.price_feed):
+        return f"{coin.symbol} price feed: present at {coin.price_feed}"
+    answer = int(Decimal(settings.DEV_NATIVE_USD_RATE).scaleb(FEED_DECIMALS))
+    coin.price_feed = deploy_price_feed(
+        client, decimals=FEED_DECIMALS, description=f"{coin.symbol} / USD (development)", answer=answer
+    )
+    coin.save(update_fields=["price_feed"])
+    return f"{coin.symbol} price feed: deployed at {coin.price_feed}"
+
+
 def devnet_setup(*, client: RpcClient) -> list[str]:
-    """Register the local network's test tokens, deploying them where the chain lacks their code."""
+    """Register the local network's test tokens and its coin's price feed, deploying them where the chain lacks
+    their code."""
     network = Network.objects.get(slug="local")
     chain_id = client.chain_id()
     if chain_id != network.chain_id:
@@ -60,7 +89,7 @@ def devnet_setup(*, client: RpcClient) -> list[str]:
     lines = []
     for symbol, name, decimals in TEST_TOKENS:
         asset = Asset.objects.filter(network=network, symbol=symbol).first()
-        if asset is not None and asset.contract and client.call("eth_getCode", [asset.contract, "latest"]) != "0x":
+        if asset is not None and _has_code(client, asset.contract):
             lines.append(f"{symbol}: present at {asset.contract}")
             continue
         contract = deploy_token(client, name=name, symbol=symbol, decimals=decimals)
@@ -70,6 +99,7 @@ def devnet_setup(*, client: RpcClient) -> list[str]:
             defaults={"name": name, "decimals": decimals, "contract": contract, "usd_stable": True, "enabled": True},
         )
         lines.append(f"{symbol}: deployed at {contract}")
+    lines.append(_setup_native_price_feed(client, network))
     return lines
 
 

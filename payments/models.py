@@ -85,6 +85,17 @@ class Asset(models.Model):
     # Stablecoins are priced 1:1 in USD; anything else needs a fresh Rate.
     usd_stable = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True)
+    # A Chainlink-style USD aggregator on the asset's own network, read at quote time (payments.price_feeds).
+    price_feed = models.CharField(  # noqa: DJ001 - null = no feed: staff rates only
+        max_length=42,
+        null=True,
+        blank=True,
+        validators=[address_validator],
+        help_text="USD price feed (AggregatorV3Interface) on this network; empty: staff-entered rates only.",
+    )
+    price_feed_heartbeat_seconds = models.PositiveIntegerField(
+        default=3600, help_text="The feed's heartbeat: an answer older than this is refused."
+    )
 
     class Meta:
         ordering = ["network__position", "symbol"]

@@ -6,13 +6,14 @@ import datetime as dt
 import os
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Prefetch, Q, QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from payments.models import Asset, Finality, Network, Rate
+from payments.price_feeds import SOURCE_PREFIX, feed_rate
 from payments.quotes import fresh_rate_cutoff
 from payments.rpc import RpcClient
 
@@ -37,22 +38,43 @@ def rpc_client(network: Network) -> RpcClient:
 
 
 def priceable_assets(now: dt.datetime) -> QuerySet[Asset]:
-    """Enabled assets that can be quoted: stablecoins, a development chain's coin, or a fresh rate."""
+    """Enabled assets that may be quotable: stablecoins, a development chain's coin, a fresh staff rate, or a price
+    feed (`feed_only`: whether it answers is known only by reading it)."""
     fresh = Rate.objects.filter(asset=OuterRef("pk"), as_of__gte=fresh_rate_cutoff(now), usd_per_unit__gt=0)
-    return Asset.objects.filter(enabled=True).filter(
-        Q(usd_stable=True) | Q(network__is_development=True) | Exists(fresh)
+    sure = Q(usd_stable=True) | Q(network__is_development=True) | Q(fresh_rate=True)
+    return (
+        Asset.objects.filter(enabled=True)
+        .annotate(fresh_rate=Exists(fresh.exclude(source__startswith=SOURCE_PREFIX)))
+        .filter(sure | Q(price_feed__isnull=False) | Exists(fresh))
+        .annotate(feed_only=ExpressionWrapper(~sure, output_field=BooleanField()))
     )
+
+
+def _priced(asset: Asset, network: Network, now: dt.datetime) -> bool:
+    """A coin priced by its feed alone is offered only while the feed answers (a read cached for a while)."""
+    if not asset.feed_only:
+        return True
+    asset.network = network
+    return feed_rate(asset, now=now) is not None
 
 
 def networks_offered() -> list[Network]:
     """Enabled networks with an RPC URL, each with its quotable assets prefetched as `offered_assets`."""
-    assets = priceable_assets(timezone.now()).order_by("symbol")
+    now = timezone.now()
+    assets = priceable_assets(now).order_by("symbol")
     networks = (
         Network.objects.filter(enabled=True)
         .exclude(rpc_ok=False)
         .prefetch_related(Prefetch("assets", queryset=assets, to_attr="offered_assets"))
     )
-    return [network for network in networks if rpc_urls(network) and network.offered_assets]
+    offered = []
+    for network in networks:
+        if not rpc_urls(network):
+            continue
+        network.offered_assets = [asset for asset in network.offered_assets if _priced(asset, network, now)]
+        if network.offered_assets:
+            offered.append(network)
+    return offered
 
 
 def network_health_record(*, network: Network, ok: bool, error: str = "", head: int | None = None) -> None:

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 
 from payments.fields import format_units  # noqa: F401 - part of this module's interface
 from payments.models import Asset, Rate
+from payments.price_feeds import SOURCE_PREFIX, feed_rate
 
 
 class QuoteError(Exception):
@@ -29,11 +30,17 @@ def fresh_rate_cutoff(now: dt.datetime) -> dt.datetime:
 
 
 def usd_rate(asset: Asset, *, now: dt.datetime | None = None) -> UsdRate:
-    """1 for stablecoins; else the latest rate if fresh; the fixed rate on a development chain."""
+    """1 for stablecoins; else the asset's price feed if it answers acceptably; else the latest staff rate if fresh;
+    the fixed rate on a development chain."""
     now = now or timezone.now()
     if asset.usd_stable:
         return UsdRate(Decimal(1), None)
-    rate = Rate.objects.filter(asset=asset, as_of__gte=fresh_rate_cutoff(now), usd_per_unit__gt=0).first()
+    from_feed = feed_rate(asset, now=now)
+    if from_feed is not None:
+        return UsdRate(from_feed.usd_per_unit, from_feed.as_of)
+    # A recorded feed answer is no staff rate: the feed's own heartbeat, not RATE_MAX_AGE_SECONDS, bounds its age.
+    staff = Rate.objects.exclude(source__startswith=SOURCE_PREFIX)
+    rate = staff.filter(asset=asset, as_of__gte=fresh_rate_cutoff(now), usd_per_unit__gt=0).first()
     if rate is not None:
         return UsdRate(rate.usd_per_unit, rate.as_of)
     if asset.network.is_development:

@@ -1,4 +1,5 @@
-"""`manage.py devnet setup` deploys the test tokens once; `manage.py devnet pay` pays an order for a demo."""
+"""`manage.py devnet setup` deploys the test tokens and the ETH price feed once; `manage.py devnet pay` pays an
+order for a demo."""
 
 from __future__ import annotations
 
@@ -27,8 +28,17 @@ def test_devnet_setup_deploys_the_test_tokens_once_and_then_finds_them_present(b
     # Then the first run deploys USDC and USDT and registers them, the second finds them present
     usdc = Asset.objects.get(network__slug="local", symbol="USDC")
     usdt = Asset.objects.get(network__slug="local", symbol="USDT")
-    assert first == [f"USDC: deployed at {usdc.contract}", f"USDT: deployed at {usdt.contract}"]
-    assert second == [f"USDC: present at {usdc.contract}", f"USDT: present at {usdt.contract}"]
+    feed = Asset.objects.get(network__slug="local", symbol="ETH").price_feed
+    assert first == [
+        f"USDC: deployed at {usdc.contract}",
+        f"USDT: deployed at {usdt.contract}",
+        f"ETH price feed: deployed at {feed}",
+    ]
+    assert second == [
+        f"USDC: present at {usdc.contract}",
+        f"USDT: present at {usdt.contract}",
+        f"ETH price feed: present at {feed}",
+    ]
     assert (usdc.decimals, usdt.decimals, usdc.usd_stable) == (6, 6, True)
     assert rpc(bare_chain.node.url, "eth_getCode", [usdc.contract, "latest"]) != "0x"
     assert Asset.objects.filter(network__slug="local", symbol__in=["USDC", "USDT"]).count() == 2
