@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('payments', '0005_finality_per_network'),
+        ('payments', '0006_price_feeds'),
     ]
 
     operations = [
