@@ -33,3 +33,4 @@ UNSUPPORTED_MEDIA_TYPE = _detail("The body is not JSON, form or multipart data."
 TOO_LARGE = _detail("The body is over the size limit, or has too many fields.")
 RATE_LIMITED = _detail("Too many requests from this address; the Retry-After header says when to come back.")
 CONFLICT = _detail("The order cannot move to this step now; the detail says why.")
+UNAVAILABLE = _detail("A server this answer needs (a network's RPC) did not answer; try again in a minute.")

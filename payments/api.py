@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from django.http import Http404
+import datetime as dt
+
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,11 +20,15 @@ from config.api_errors import (
     NOT_FOUND,
     RATE_LIMITED,
     TOO_LARGE,
+    UNAVAILABLE,
     UNSUPPORTED_MEDIA_TYPE,
 )
 from config.api_fields import TextField
-from payments.models import Refund
+from payments.ledger import ledger_csv, ledger_rows
+from payments.models import Network, Refund
 from payments.refunds import RefundDecisionError, refund_decide
+from payments.rpc import RpcError
+from payments.treasury import treasury_plan
 
 
 class IsPaymentReviewer(permissions.BasePermission):
@@ -74,3 +81,66 @@ class RefundDecisionApi(APIView):
         except RefundDecisionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response({"id": refund.pk, "status": refund.status})
+
+
+class HasPermission(permissions.BasePermission):
+    """Staff whose role grants `required` (any of them)."""
+
+    required: tuple[str, ...] = ()
+
+    def has_permission(self, request: Request, view) -> bool:
+        user = request.user
+        return bool(user and user.is_authenticated and any(user.has_perm(p) for p in self.required))
+
+
+class IsTreasurer(HasPermission):
+    required = ("payments.plan_treasury",)
+
+
+class SeesLedger(HasPermission):
+    required = ("payments.view_ledger",)
+
+
+class TreasuryPlanApi(APIView):
+    permission_classes = [IsTreasurer]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("network", str, required=True, description="The network's slug")],
+        responses={200: OpenApiTypes.OBJECT, 400: BAD_INPUT, 401: NOT_ALLOWED, 403: NOT_ALLOWED, 503: UNAVAILABLE},
+        summary="The treasury plan of a network: refunds to pay and sweeps, for the signer (treasurers)",
+    )
+    def get(self, request: Request) -> Response:
+        network = Network.objects.filter(slug=str(request.query_params.get("network", ""))[:40]).first()
+        if network is None:
+            return Response({"network": ["No network with this slug."]}, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            return Response(treasury_plan(network=network))
+        except RpcError as exc:
+            return Response({"detail": f"The network's RPC did not answer: {exc}"}, status=503)
+
+
+class LedgerCsvApi(APIView):
+    permission_classes = [SeesLedger]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from", OpenApiTypes.DATE, description="First day (UTC), YYYY-MM-DD"),
+            OpenApiParameter("to", OpenApiTypes.DATE, description="Last day (UTC), YYYY-MM-DD"),
+        ],
+        responses={(200, "text/csv"): OpenApiTypes.STR, 400: BAD_INPUT, 401: NOT_ALLOWED, 403: NOT_ALLOWED},
+        summary="Every on-chain movement as CSV (treasurers and payment reviewers)",
+    )
+    def get(self, request: Request) -> HttpResponse | Response:
+        days, errors = {}, {}
+        for name in ("from", "to"):
+            raw = str(request.query_params.get(name, ""))[:20]
+            try:
+                days[name] = dt.date.fromisoformat(raw) if raw else None
+            except ValueError:
+                errors[name] = ["A day is written YYYY-MM-DD."]
+        if errors:
+            return Response(errors, status=status.HTTP_400_BAD_REQUEST)
+        body = ledger_csv(ledger_rows(start=days["from"], end=days["to"]))
+        response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="ledger.csv"'
+        return response

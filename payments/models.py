@@ -194,7 +194,11 @@ class PaymentRequest(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        permissions = [("review_payment", "Can settle payment exceptions (accept, reject, refund)")]
+        permissions = [
+            ("review_payment", "Can settle payment exceptions (accept, reject, refund)"),
+            ("plan_treasury", "Can see the treasury plan (what the signer pays back and sweeps)"),
+            ("view_ledger", "Can download the ledger of on-chain movements"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["key_fingerprint", "derivation_index"], name="one_address_per_index"),
             models.CheckConstraint(condition=Q(amount_base_units__gt=0), name="payment_amount_positive"),

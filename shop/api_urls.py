@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from payments.api import RefundDecisionApi
+from payments.api import LedgerCsvApi, RefundDecisionApi, TreasuryPlanApi
 from provisioning.api import OrderPrepareApi
 from shop import advisor_views, api
 from shop.refund_views import RefundAddressApi
@@ -20,5 +20,7 @@ urlpatterns = [
     ),
     path("refunds/<str:refund_id>/approve/", RefundDecisionApi.as_view(approve=True), name="api_refund_approve"),
     path("refunds/<str:refund_id>/reject/", RefundDecisionApi.as_view(approve=False), name="api_refund_reject"),
+    path("treasury/plan/", TreasuryPlanApi.as_view(), name="api_treasury_plan"),
+    path("treasury/ledger.csv", LedgerCsvApi.as_view(), name="api_treasury_ledger"),
     path("advisor/", advisor_views.AdvisorApi.as_view(), name="api_advisor"),
 ]

@@ -21,6 +21,21 @@ ROLES = {
             "payments.view_asset",
             "payments.view_refund",
             "payments.view_refundevent",
+            "payments.view_ledger",
+        ],
+    ),
+    "treasurer": (
+        "Treasurers",
+        [
+            "shop.view_order",
+            "payments.view_paymentrequest",
+            "payments.view_credit",
+            "payments.view_network",
+            "payments.view_asset",
+            "payments.view_refund",
+            "payments.view_refundevent",
+            "payments.plan_treasury",
+            "payments.view_ledger",
         ],
     ),
     "operator": (

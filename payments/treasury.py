@@ -1,0 +1,130 @@
+"""The treasury plan: per network, what the treasurer's signer (`python -m payments.signer`) pays back and
+sweeps, read from the chain now. The server only plans: it holds no key, and the signer refuses a plan whose
+addresses do not derive from the treasurer's own mnemonic.
+
+An address is in the plan once every transfer it received is final. Approved refunds are paid from it first;
+money owed to refunds not approved yet stays on it; the rest of a settled (or rejected) payment's address goes
+to the treasury (`TREASURY_ADDRESS_<NETWORK>`, else `TREASURY_ADDRESS`; with neither, nothing is swept).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+from bip_utils import Bip44, Bip44Changes, Bip44Coins
+from django.conf import settings
+from eth_utils import is_checksum_address, to_checksum_address
+
+from payments.addresses import key_fingerprint
+from payments.models import Network, PaymentRequest, PaymentStatus, RefundStatus
+from payments.networks import rpc_client
+from payments.rpc import RpcClient
+
+GAS_ACCOUNT_PATH = "m/44'/60'/0'/1/0"  # the account's internal chain, index 0: derivable from the xpub
+# Gas per transfer, as measured on anvil (README "Collecting and refunding"); the plan's estimate only.
+TOKEN_TRANSFER_GAS = 65_000
+NATIVE_TRANSFER_GAS = 21_000
+BALANCE_OF = "0x70a08231"  # balanceOf(address)
+OPEN = (RefundStatus.AWAITING_ADDRESS, RefundStatus.PENDING_APPROVAL)
+REJECTED = PaymentStatus.REJECTED
+
+
+def treasury_address(network: Network) -> str | None:
+    """TREASURY_ADDRESS_<SLUG> (this network) or TREASURY_ADDRESS; a value that is not EIP-55 is ignored."""
+    slug = network.slug.upper().replace("-", "_")
+    value = (os.environ.get(f"TREASURY_ADDRESS_{slug}") or os.environ.get("TREASURY_ADDRESS") or "").strip()
+    return value if is_checksum_address(value) else None
+
+
+def gas_account_address(xpub: str | None = None) -> str:
+    account = Bip44.FromExtendedKey(xpub or settings.PAYMENTS_XPUB, Bip44Coins.ETHEREUM)
+    return account.Change(Bip44Changes.CHAIN_INT).AddressIndex(0).PublicKey().ToAddress()
+
+
+def deposit_path(payment: PaymentRequest) -> str:
+    return f"m/44'/60'/0'/0/{payment.derivation_index}"
+
+
+def _plannable(network: Network) -> list[PaymentRequest]:
+    """This network's deposit addresses whose every transfer is final and that owe or hold something."""
+    payments = (
+        PaymentRequest.objects.filter(chain_id=network.chain_id, key_fingerprint=key_fingerprint())
+        .filter(credits__isnull=False)
+        .distinct()
+        .select_related("order")
+        .prefetch_related("credits", "refunds")
+        .order_by("derivation_index")
+    )
+    return [p for p in payments if all(credit.final for credit in p.credits.all() if credit.on_chain)]
+
+
+def _assets_on(payment: PaymentRequest) -> set[str]:
+    """The contracts ('' for the coin) the address received, and the payment's own."""
+    contracts = {payment.contract.lower() if payment.contract else ""}
+    contracts |= {credit.token_contract.lower() for credit in payment.credits.all() if credit.on_chain}
+    return contracts
+
+
+def _balances(client: RpcClient, wanted: list[tuple[str, str]]) -> list[int]:
+    calls = []
+    for address, contract in wanted:
+        if contract:
+            data = BALANCE_OF + address.lower()[2:].rjust(64, "0")
+            calls.append(("eth_call", [{"to": contract, "data": data}, "latest"]))
+        else:
+            calls.append(("eth_getBalance", [address, "latest"]))
+    return [int(answer or "0x0", 16) for answer in client.batch(calls)]
+
+
+def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
+    client = client or rpc_client(network)
+    treasury = treasury_address(network)
+    payments = _plannable(network)
+    wanted = [(payment, contract) for payment in payments for contract in sorted(_assets_on(payment))]
+    balances = _balances(client, [(payment.address, contract) for payment, contract in wanted])
+    symbols = {(a.contract or "").lower(): a.symbol for a in network.assets.all()}
+    items, transfers = [], defaultdict(int)
+    for (payment, contract), balance in zip(wanted, balances, strict=True):
+        refunds = [
+            r for r in payment.refunds.all() if r.token_contract.lower() == contract and r.chain_id == network.chain_id
+        ]
+        approved = [r for r in refunds if r.status == RefundStatus.APPROVED and r.to_address]
+        held = sum(int(r.amount_base_units) for r in refunds if r.status in OPEN)
+        owed = sum(int(r.amount_base_units) for r in approved)
+        sweepable = treasury is not None and (payment.settled_at is not None or payment.status == REJECTED)
+        sweep = max(0, balance - owed - held) if sweepable else 0
+        if balance == 0 or (not approved and sweep == 0) or owed > balance:
+            continue  # nothing to send, or refunds the address cannot cover (a reviewer looks again)
+        items.append(
+            {
+                "address": to_checksum_address(payment.address),
+                "derivation_path": deposit_path(payment),
+                "order": payment.order.reference,
+                "asset": symbols.get(contract, ""),
+                "contract": to_checksum_address(contract) if contract else None,
+                "balance_base_units": balance,
+                "refunds": [
+                    {"id": r.pk, "to_address": r.to_address, "amount_base_units": int(r.amount_base_units)}
+                    for r in approved
+                ],
+                "sweep_base_units": sweep,
+            }
+        )
+        transfers["token" if contract else "native"] += len(approved) + (1 if sweep else 0)
+    gas_account = gas_account_address()
+    gas_price, gas_balance = client.batch([("eth_gasPrice", []), ("eth_getBalance", [gas_account, "latest"])])
+    gas_units = transfers["token"] * TOKEN_TRANSFER_GAS + transfers["native"] * NATIVE_TRANSFER_GAS
+    return {
+        "network": network.slug,
+        "chain_id": network.chain_id,
+        "treasury": treasury,
+        "gas_account": gas_account,
+        "gas_account_path": GAS_ACCOUNT_PATH,
+        "gas_account_balance_wei": int(gas_balance, 16),
+        "gas_price_wei": int(gas_price, 16),
+        "gas_estimate_wei": gas_units * int(gas_price, 16),
+        "items": items,
+    }
+
+

@@ -1,0 +1,152 @@
+"""The treasury plan and the ledger, read on a real chain (anvil) with real tokens: what the signer will pay
+back and sweep is exactly what the addresses hold, minus what is owed, and only treasurers see the plan."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+
+from payments.addresses import derive_address
+from payments.models import Refund
+from payments.treasury import gas_account_address
+from tests.verification.helpers import ORDERS_URL, payment_of, units
+
+TREASURY = "0x8ba1f109551bD432803012645Ac136ddd64DBA72"
+CUSTOMER_WALLET = "0x52908400098527886E0F7030069857D2E4169EE7"
+EXCESS = 2_500_000
+
+
+def staff(role: str, name: str) -> str:
+    call_command("add_staff", name, "--role", role, "--password", f"a-long-{role}-password")
+    from django.contrib.auth import get_user_model
+
+    return Token.objects.create(user=get_user_model().objects.get(username=name)).key
+
+
+def get(client, url: str, token: str | None):
+    return client.get(url, headers={"Authorization": f"Token {token}"} if token else {})
+
+
+@pytest.fixture
+def treasury_set(monkeypatch):
+    monkeypatch.setenv("TREASURY_ADDRESS", TREASURY)
+    return TREASURY
+
+
+def approved_refund(client, placed: dict, reviewer: str) -> Refund:
+    refund = Refund.objects.get(payment=payment_of(placed))
+    answer = client.post(
+        f"{ORDERS_URL}{placed['reference']}/refunds/{refund.pk}/address/",
+        {"address": CUSTOMER_WALLET},
+        content_type="application/json",
+        headers={"X-Order-Token": placed["access_token"]},
+    )
+    assert answer.status_code == 200, answer.content
+    decided = client.post(
+        f"/api/v1/refunds/{refund.pk}/approve/", {"reason": "checked"}, content_type="application/json",
+        headers={"Authorization": f"Token {reviewer}"},
+    )
+    assert decided.status_code == 200, decided.content
+    return refund
+
+
+def test_the_plan_pays_approved_refunds_sweeps_the_rest_and_leaves_what_is_not_final_or_not_decided(
+    chain, customer, scan_pass, client, treasury_set
+):
+    # Given an overpaid order whose refund is approved, a paid order, an overpaid order whose refund still waits
+    # for its address, and an order whose transfer is not final yet
+    reviewer, treasurer = staff("reviewer", "rita"), staff("treasurer", "tom")
+    overpaid = customer.order()
+    chain.wallet.pay_token(chain.usdc, overpaid["payment"]["address"], units(overpaid) + EXCESS)
+    paid = customer.order()
+    chain.wallet.pay_token(chain.usdc, paid["payment"]["address"], units(paid))
+    waiting = customer.order()
+    chain.wallet.pay_token(chain.usdc, waiting["payment"]["address"], units(waiting) + EXCESS)
+    chain.mine(1)
+    scan_pass()
+    unconfirmed = customer.order()
+    chain.wallet.pay_token(chain.usdc, unconfirmed["payment"]["address"], units(unconfirmed))
+    scan_pass()  # seen, not final
+    refund = approved_refund(client, overpaid, reviewer)
+
+    # When the treasurer asks for the local network's plan
+    answer = get(client, "/api/v1/treasury/plan/?network=local", treasurer)
+
+    # Then each address is planned from its balance on-chain now: the approved refund first, the rest swept;
+    # the open refund's amount stays on its address; the unconfirmed order is not in the plan
+    assert answer.status_code == 200, answer.content
+    plan = answer.json()
+    assert (plan["network"], plan["chain_id"], plan["treasury"]) == ("local", 31337, TREASURY)
+    items = {item["order"]: item for item in plan["items"]}
+    assert set(items) == {overpaid["reference"], paid["reference"], waiting["reference"]}
+    first = items[overpaid["reference"]]
+    assert first["refunds"] == [{"id": refund.pk, "to_address": CUSTOMER_WALLET, "amount_base_units": EXCESS}]
+    assert (first["balance_base_units"], first["sweep_base_units"]) == (units(overpaid) + EXCESS, units(overpaid))
+    assert (items[paid["reference"]]["sweep_base_units"], items[paid["reference"]]["refunds"]) == (units(paid), [])
+    assert items[waiting["reference"]]["sweep_base_units"] == units(waiting)  # the excess waits for its decision
+    for reference, item in items.items():
+        payment = payment_of({"reference": reference})
+        assert item["address"] == derive_address(payment.derivation_index) == payment.address
+        assert item["derivation_path"] == f"m/44'/60'/0'/0/{payment.derivation_index}"
+        assert (item["asset"], item["contract"]) == ("USDC", chain.usdc)
+    # And the gas it needs, from the gas account the server can name but not spend from
+    assert plan["gas_account"] == gas_account_address() and plan["gas_account_path"] == "m/44'/60'/0'/1/0"
+    assert plan["gas_estimate_wei"] == 4 * 65_000 * plan["gas_price_wei"]  # one refund and three sweeps
+
+
+def test_without_a_treasury_address_only_refunds_are_planned(chain, customer, scan_pass, client, monkeypatch):
+    monkeypatch.delenv("TREASURY_ADDRESS", raising=False)
+    reviewer, treasurer = staff("reviewer", "rita"), staff("treasurer", "tom")
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) + EXCESS)
+    chain.mine(1)
+    scan_pass()
+    approved_refund(client, placed, reviewer)
+
+    plan = get(client, "/api/v1/treasury/plan/?network=local", treasurer).json()
+
+    assert plan["treasury"] is None
+    assert [(i["sweep_base_units"], len(i["refunds"])) for i in plan["items"]] == [(0, 1)]
+
+
+def test_only_treasurers_see_the_plan_and_only_treasurers_and_reviewers_the_ledger(db, client):
+    tokens = {role: staff(role, f"{role[:3]}x") for role in ("treasurer", "reviewer", "operator")}
+    assert get(client, "/api/v1/treasury/plan/?network=local", None).status_code in (401, 403)
+    assert get(client, "/api/v1/treasury/plan/?network=local", tokens["reviewer"]).status_code == 403
+    assert get(client, "/api/v1/treasury/plan/?network=local", tokens["operator"]).status_code == 403
+    unknown = get(client, "/api/v1/treasury/plan/?network=nowhere", tokens["treasurer"])
+    assert unknown.status_code == 400 and "network" in unknown.json()
+    assert get(client, "/api/v1/treasury/ledger.csv", None).status_code in (401, 403)
+    assert get(client, "/api/v1/treasury/ledger.csv", tokens["operator"]).status_code == 403
+    for role in ("treasurer", "reviewer"):
+        assert get(client, "/api/v1/treasury/ledger.csv", tokens[role]).status_code == 200
+    bad = get(client, "/api/v1/treasury/ledger.csv?from=yesterday", tokens["reviewer"])
+    assert bad.status_code == 400 and bad.json() == {"from": ["A day is written YYYY-MM-DD."]}
+
+
+def test_the_ledger_lists_every_credit_with_its_value_at_the_quote(chain, customer, scan_pass, client):
+    reviewer = staff("reviewer", "rita")
+    placed = customer.order()
+    sent = chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) + EXCESS)
+    stray = chain.wallet.pay_token(chain.usdt, placed["payment"]["address"], 3_000_000)
+    chain.mine(1)
+    scan_pass()
+
+    answer = get(client, "/api/v1/treasury/ledger.csv", reviewer)
+
+    assert answer["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(answer.content.decode())))
+    by_tx = {row["tx_hash"]: row for row in rows}
+    usdc = by_tx[sent.tx_hash.lower()]
+    assert (usdc["kind"], usdc["order"], usdc["asset"]) == ("credit", placed["reference"], "USDC")
+    assert usdc["amount_base_units"] == str(units(placed) + EXCESS)
+    assert usdc["usd_value_at_quote"] == f"{(units(placed) + EXCESS) / 10**6:.2f}"
+    usdt = by_tx[stray.tx_hash.lower()]
+    assert (usdt["asset"], usdt["amount"], usdt["usd_value_at_quote"]) == ("USDT", "3", "")  # not the quote's asset
+    # A day range that excludes them: the header alone
+    empty = get(client, "/api/v1/treasury/ledger.csv?from=2000-01-01&to=2000-01-02", reviewer)
+    assert empty.content.decode().strip().count("\n") == 0
