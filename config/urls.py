@@ -6,12 +6,14 @@ from drf_spectacular.views import SpectacularAPIView
 
 from config.health import healthz
 from config.staff_login import OptionalOTPAuthenticationForm
+from payments.ledger_views import ledger_page
 from shop.views import manifest_public_key
 
 # Optional TOTP: the admin login asks for a code only from a user with a confirmed TOTPDevice.
 admin.site.login_form = OptionalOTPAuthenticationForm
 
 urlpatterns = [
+    path("admin/ledger/", admin.site.admin_view(ledger_page), name="admin_ledger"),
     path("admin/", admin.site.urls),
     path("i18n/", include("django.conf.urls.i18n")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),

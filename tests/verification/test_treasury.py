@@ -150,3 +150,21 @@ def test_the_ledger_lists_every_credit_with_its_value_at_the_quote(chain, custom
     # A day range that excludes them: the header alone
     empty = get(client, "/api/v1/treasury/ledger.csv?from=2000-01-01&to=2000-01-02", reviewer)
     assert empty.content.decode().strip().count("\n") == 0
+
+
+def test_the_admins_ledger_page_filters_the_same_rows_for_reviewers_only(chain, customer, scan_pass, client):
+    from django.contrib.auth import get_user_model
+
+    staff("reviewer", "rita")
+    staff("operator", "olga")
+    placed = customer.order()
+    sent = chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+
+    client.force_login(get_user_model().objects.get(username="olga"))
+    assert client.get("/admin/ledger/").status_code == 403
+    client.force_login(get_user_model().objects.get(username="rita"))
+    page = client.get("/admin/ledger/?kind=credit&network=local").content.decode()
+    assert sent.tx_hash.lower() in page and placed["reference"] in page
+    assert sent.tx_hash.lower() not in client.get("/admin/ledger/?kind=refund").content.decode()
