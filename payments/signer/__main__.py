@@ -55,7 +55,11 @@ def main(argv=None) -> int:
             f"refused: the RPC's chain id is {chain_id}, the plan is for {plan.chain_id}; nothing sent", file=sys.stderr
         )
         return USAGE_ERROR
-    journal = None if args.dry_run else Journal(journal_path(args))
+    try:
+        journal = Journal(journal_path(args), plan.digest)  # a dry run reads it too, and never writes it
+    except PlanError as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return USAGE_ERROR
     signer = Signer(chain, plan, journal, dry_run=args.dry_run, echo=print)
     ok = True
     for item in plan.items:

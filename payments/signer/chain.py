@@ -5,7 +5,7 @@ from __future__ import annotations
 from eth_abi import encode
 from hexbytes import HexBytes
 from web3 import HTTPProvider, Web3
-from web3.exceptions import TransactionNotFound, Web3RPCError
+from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
 
 BALANCE_OF = bytes.fromhex("70a08231")  # balanceOf(address)
 TRANSFER = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
@@ -13,6 +13,11 @@ TRANSFER = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
 # A fee cap one base-fee step (EIP-1559: at most +12.5% a block) above the next block's, so that a transfer
 # is mined even if the next block is full; the native sweep alone uses the exact next base fee (see sweep_fee).
 HEADROOM_NUMERATOR, HEADROOM_DENOMINATOR = 9, 8
+
+
+class WouldRevert(Exception):
+    """The node's estimate says the transfer would revert (a recipient that refuses coin, a token that refuses
+    the transfer): it is not sent."""
 
 
 def transfer_data(to: str, amount: int) -> bytes:
@@ -55,7 +60,10 @@ class Chain:
         return base + tip, tip
 
     def estimate(self, sender: str, to: str, *, value: int = 0, data: bytes = b"") -> int:
-        return int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": value, "data": data}))
+        try:
+            return int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": value, "data": data}))
+        except (ContractLogicError, Web3RPCError) as error:
+            raise WouldRevert(f"a transfer from {sender} to {to} would fail: {error}") from error
 
     def nonce(self, address: str, block: str = "pending") -> int:
         return self.w3.eth.get_transaction_count(address, block)

@@ -7,23 +7,46 @@ import json
 import os
 from pathlib import Path
 
+from payments.signer.plan import PlanError
+
 
 class Journal:
-    """A JSON object {transfer name: {nonce, hash, raw, ...}}, rewritten atomically and fsynced on every entry."""
+    """{"plan": the plan's digest, "transfers": {name: {nonce, hash, raw, ...}}}, rewritten atomically and fsynced
+    on every entry. A journal belongs to one plan: names repeat from plan to plan (an address swept again next
+    month), so another plan's journal would make a new transfer look done."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.entries: dict[str, dict] = json.loads(path.read_text()) if path.exists() else {}
+    def __init__(self, path: Path, plan_digest: str) -> None:
+        self.path, self.plan_digest = path, plan_digest
+        self.entries: dict[str, dict] = {}
+        if path.exists():
+            try:
+                stored = json.loads(path.read_text())
+            except (OSError, ValueError) as error:
+                raise PlanError(f"cannot read the journal {path}: {error}") from error
+            if not isinstance(stored, dict) or stored.get("plan") != plan_digest:
+                raise PlanError(
+                    f"the journal {path} belongs to another plan: finish that plan with it, or move it away "
+                    "(what it sent is on the chain; the balance check refuses to pay an item twice)"
+                )
+            self.entries = stored.get("transfers") or {}
 
     def get(self, name: str) -> dict | None:
         return self.entries.get(name)
 
+    def forget(self, name: str) -> None:
+        """A transfer the node refused outright never entered any pool: a rerun may sign it anew."""
+        self.entries.pop(name, None)
+        self._write()
+
     def record(self, name: str, entry: dict) -> None:
         self.entries[name] = entry
+        self._write()
+
+    def _write(self) -> None:
         temporary = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
-            json.dump(self.entries, handle, indent=1)
+            json.dump({"plan": self.plan_digest, "transfers": self.entries}, handle, indent=1)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.path)

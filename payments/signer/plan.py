@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ class Plan:
     treasury: str
     items: tuple[Item, ...]
     gas_account: str | None
+    digest: str  # SHA-256 of the plan's canonical JSON: which plan a journal belongs to
 
 
 def _address(value, where: str) -> str:
@@ -69,9 +71,11 @@ def _item(raw, index: int) -> Item:
         spot = f"{where}.refunds[{number}]"
         if not isinstance(refund, dict):
             raise PlanError(f"{spot} is not an object")
+        if refund.get("id") in (None, ""):
+            raise PlanError(f"{spot}.id: missing (it names the refund in the journal)")
         refunds.append(
             Refund(
-                id=str(refund.get("id")),
+                id=str(refund["id"]),
                 to_address=_address(refund.get("to_address"), f"{spot}.to_address"),
                 amount=_units(refund.get("amount_base_units"), f"{spot}.amount_base_units"),
             )
@@ -110,6 +114,7 @@ def parse_plan(raw) -> Plan:
         treasury=_address(raw.get("treasury"), "treasury"),
         items=parsed,
         gas_account=None if gas_account is None else _address(gas_account, "gas_account"),
+        digest=hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()).hexdigest(),
     )
 
 

@@ -7,8 +7,9 @@ from dataclasses import asdict, dataclass
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
+from web3.exceptions import Web3RPCError
 
-from payments.signer.chain import Chain, transfer_data
+from payments.signer.chain import Chain, WouldRevert, transfer_data
 from payments.signer.journal import Journal, transfer_name
 from payments.signer.plan import Item, Plan
 
@@ -31,12 +32,13 @@ class Sent:
     max_fee_per_gas: int = 0
     gas_used: int | None = None
     fee_paid: int | None = None
+    resumed: bool = False  # found in the journal (sent by an earlier run), not signed by this one
 
     def line(self) -> str:
         gas = f"gas {self.gas_used}" if self.gas_used is not None else f"gas limit {self.gas_limit}"
         return (
             f"{self.kind:<6} {self.sender} -> {self.to} {self.amount} {self.asset} "
-            f"tx {self.tx_hash or '-'} {self.status} {gas}"
+            f"tx {self.tx_hash or '-'} {self.status}{' (journal)' if self.resumed else ''} {gas}"
         )
 
     def as_json(self) -> dict:
@@ -48,7 +50,7 @@ class ItemRefused(Exception):
 
 
 class Signer:
-    def __init__(self, chain: Chain, plan: Plan, journal: Journal | None, *, dry_run: bool, echo) -> None:
+    def __init__(self, chain: Chain, plan: Plan, journal: Journal, *, dry_run: bool, echo) -> None:
         self.chain, self.plan, self.journal, self.dry_run, self.echo = chain, plan, journal, dry_run, echo
         self.sent: list[Sent] = []
         self.chain_id = plan.chain_id
@@ -70,8 +72,11 @@ class Signer:
     def resume(self, sent: Sent, entry: dict) -> Sent:
         """A journaled transfer: its receipt if mined; else the same bytes again, unless its nonce is taken."""
         sent.tx_hash, sent.gas_limit, sent.max_fee_per_gas = entry["hash"], entry["gas"], entry["max_fee_per_gas"]
-        sent.amount = entry["amount"]
+        sent.amount, sent.resumed = entry["amount"], True
         receipt = self.chain.receipt(sent.tx_hash)
+        if receipt is None and self.dry_run:
+            sent.status = "would send"  # the journaled bytes, again
+            return self._record(sent)
         if receipt is None:
             if not self.chain.known(sent.tx_hash):
                 if self.chain.nonce(sent.sender, "latest") > entry["nonce"]:
@@ -104,14 +109,25 @@ class Signer:
         # Written and flushed before the broadcast: a crash after it leaves a rerun the same bytes to resend.
         entry = {"nonce": tx["nonce"], "hash": sent.tx_hash, "raw": bytes(signed.raw_transaction).hex()}
         self.journal.record(sent.name, {**entry, "gas": gas, "max_fee_per_gas": max_fee, "amount": sent.amount})
-        self.chain.broadcast(bytes(signed.raw_transaction), sent.tx_hash)
+        try:
+            self.chain.broadcast(bytes(signed.raw_transaction), sent.tx_hash)
+        except Web3RPCError as error:
+            self.journal.forget(sent.name)
+            sent.status = f"refused by the node: {error}"
+            return self._record(sent)
         return self._finish(sent, self.chain.wait(sent.tx_hash))
 
     def journaled(self, name: str) -> dict | None:
-        return None if self.journal is None else self.journal.get(name)
+        return self.journal.get(name)
 
     # One item.
     def carry_out(self, item: Item, account: LocalAccount, gas_account: LocalAccount) -> None:
+        try:
+            self._carry_out(item, account, gas_account)
+        except WouldRevert as error:
+            raise ItemRefused(str(error)) from error
+
+    def _carry_out(self, item: Item, account: LocalAccount, gas_account: LocalAccount) -> None:
         slots = [(f"refund:{refund.id}", "refund", refund.to_address, refund.amount) for refund in item.refunds]
         if item.sweep > 0:
             slots.append(("sweep", "sweep", self.plan.treasury, item.sweep))

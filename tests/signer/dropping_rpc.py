@@ -1,6 +1,9 @@
 """An RPC that drops mid-run: a loopback HTTP proxy in front of a real anvil that forwards JSON-RPC until the
 N-th `eth_sendRawTransaction`, forwards that one too (the transaction is in), then closes the connection without
-an answer and refuses every connection after it: the signer cannot know whether its last transfer went out."""
+an answer and refuses every connection after it: the signer cannot know whether its last transfer went out.
+
+`before_send(n)` runs before the n-th transaction is forwarded: the chain changing between the signer's checks
+and its transfer (a recipient that starts refusing coin)."""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ from tests.servers import free_port
 
 
 class DroppingRpc:
-    def __init__(self, target: str, *, sends_before_drop: int) -> None:
-        self.target, self.left = target, sends_before_drop
+    def __init__(self, target: str, *, sends_before_drop: int = 10**9, before_send=None) -> None:
+        self.target, self.left, self.before_send, self.sends = target, sends_before_drop, before_send, 0
         self.url = f"http://127.0.0.1:{free_port()}"
         proxy = self
 
@@ -52,6 +55,10 @@ class DroppingRpc:
                 return b"", True
             self.left -= sends
             drop = self.left <= 0
+            for _ in range(sends):
+                self.sends += 1
+                if self.before_send is not None:
+                    self.before_send(self.sends)
         request = urllib.request.Request(self.target, body, {"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.read(), drop

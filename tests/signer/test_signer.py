@@ -197,6 +197,46 @@ def test_a_plan_that_moves_more_than_the_address_holds_skips_that_item(chain, pl
     assert chain.eth(people["native_refund"]) == NATIVE_REFUND  # the other item is paid
 
 
+def test_a_journal_of_another_plan_is_refused(chain, plan, people, tmp_path):
+    out = tmp_path / "sent.json"
+    (tmp_path / "sent.json.journal").write_text(json.dumps({"plan": "0" * 64, "transfers": {}}))
+    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--json", str(out), directory=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "belongs to another plan" in done.stderr
+    assert_nothing_sent(chain, plan, people)
+
+
+def test_a_refund_the_recipient_refuses_skips_that_item(chain, plan, people, tmp_path):
+    plan["items"][0]["refunds"][0]["to_address"] = chain.token  # a contract without a payable fallback
+    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "would fail" in done.stderr
+    native, token = (item["address"] for item in plan["items"])
+    assert chain.nonce(native) == 0 and chain.eth(native) == NATIVE_DEPOSIT
+    assert chain.tokens(people["token_refund"]) == TOKEN_REFUND  # the other item is paid
+
+
+def test_a_reverted_transfer_fails_the_run_and_stops_its_item(chain, plan, people, tmp_path):
+    refund_to = plan["items"][0]["refunds"][0]["to_address"]
+
+    def recipient_starts_refusing(number: int) -> None:
+        if number == 1:  # between the signer's estimate and its refund: code that always reverts
+            chain.node.call("anvil_setCode", [refund_to, "0x60006000fd"])
+
+    rpc = DroppingRpc(chain.node.url, before_send=recipient_starts_refusing)
+    out = tmp_path / "sent.json"
+    done = run_signer(plan, mnemonic_file(tmp_path), rpc.url, "--json", str(out), directory=tmp_path)
+    rpc.stop()
+    assert done.returncode == 1, done.stdout + done.stderr
+    sent = json.loads(out.read_text())
+    assert sent[0]["kind"] == "refund" and sent[0]["status"] == "reverted"
+    assert int(chain.receipt(sent[0]["tx_hash"])["status"], 16) == 0
+    native = plan["items"][0]["address"]
+    assert chain.nonce(native) == 1  # the sweep behind the failed refund was not sent
+    assert chain.eth(native) == NATIVE_DEPOSIT - sent[0]["fee_paid"] and chain.eth(refund_to) == 0
+    assert chain.tokens(people["treasury"]) == TOKEN_DEPOSIT - TOKEN_REFUND  # the token item is paid
+
+
 def test_a_dry_run_sends_nothing_and_prints_the_gas_total(chain, plan, people, tmp_path):
     done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--dry-run", directory=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -248,6 +288,7 @@ def test_an_rpc_that_drops_mid_run_then_a_rerun_pays_nothing_twice(chain, plan, 
     rerun = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--json", str(out), directory=tmp_path)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_paid_once(chain, plan, people, json.loads(out.read_text()))
+    assert "(journal)" in rerun.stdout  # what the first run sent is reported from its journal, not sent again
 
 
 def test_a_lost_journal_cannot_pay_twice(chain, plan, people, tmp_path):
