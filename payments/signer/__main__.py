@@ -11,7 +11,7 @@ from pathlib import Path
 from payments.signer.chain import Chain
 from payments.signer.journal import Journal
 from payments.signer.keys import plan_accounts, read_mnemonic
-from payments.signer.plan import PlanError, load_plan
+from payments.signer.plan import PlanError, in_sending_order, load_plan
 from payments.signer.transfers import ItemRefused, Signer
 
 USAGE_ERROR, NOT_ALL_MINED = 2, 1
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         return USAGE_ERROR
     signer = Signer(chain, plan, journal, dry_run=args.dry_run, echo=print)
     ok = True
-    for item in plan.items:
+    for item in in_sending_order(plan.items):
         try:
             signer.carry_out(item, accounts[item.address], gas_account)
         except ItemRefused as error:

@@ -45,7 +45,9 @@ class Chain:
         return self.native_balance(address) if contract is None else self.token_balance(contract, address)
 
     def _next_base_fee_and_tip(self) -> tuple[int, int]:
-        return int(self.w3.eth.get_block("pending")["baseFeePerGas"]), int(self.w3.eth.max_priority_fee)
+        # eth_feeHistory's last base fee is the next block's (EIP-1559 computes it from the latest block).
+        history = self.w3.eth.fee_history(1, "latest")
+        return int(history["baseFeePerGas"][-1]), int(self.w3.eth.max_priority_fee)
 
     def fee(self) -> tuple[int, int]:
         """(max fee per gas, priority fee) for a transfer: the next block's base fee plus one step, plus the tip."""

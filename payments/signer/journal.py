@@ -52,6 +52,7 @@ class Journal:
         os.replace(temporary, self.path)
 
 
-def transfer_name(item_address: str, what: str) -> str:
-    """The fixed name of one transfer of a plan: `<deposit address>:refund:<id>`, `:sweep` or `:gas`."""
-    return f"{item_address}:{what}"
+def transfer_name(address: str, contract: str | None, what: str) -> str:
+    """The fixed name of one transfer of a plan: `<deposit address>:<token contract or native>:` then
+    `refund:<id>`, `sweep` or `gas:<n>` (one address may hold a token and the coin: two items)."""
+    return f"{address}:{contract or 'native'}:{what}"

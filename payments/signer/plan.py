@@ -104,9 +104,9 @@ def parse_plan(raw) -> Plan:
     if not isinstance(items, list):
         raise PlanError("items: not a list")
     parsed = tuple(_item(item, index) for index, item in enumerate(items))
-    # One address, one item: two items spending from one account would race for its nonce and balance.
-    if len({item.address for item in parsed}) != len(parsed):
-        raise PlanError("two items share a deposit address")
+    # One item per (address, asset): an address may hold a token and the coin, never the same asset twice.
+    if len({(item.address, item.contract) for item in parsed}) != len(parsed):
+        raise PlanError("two items share a deposit address and an asset")
     gas_account = raw.get("gas_account")
     return Plan(
         network=str(raw.get("network") or ""),
@@ -116,6 +116,16 @@ def parse_plan(raw) -> Plan:
         gas_account=None if gas_account is None else _address(gas_account, "gas_account"),
         digest=hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()).hexdigest(),
     )
+
+
+def in_sending_order(items: tuple[Item, ...]) -> list[Item]:
+    """The plan's order, except that an address's coin item goes before its token items: the coin is swept to 0
+    first, then the token transfers get exactly their gas from the gas account (the other way round, their gas
+    would come out of the coin the plan sweeps, and the coin item would no longer add up)."""
+    first_seen = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(item.address, index)
+    return sorted(items, key=lambda item: (first_seen[item.address], not item.is_native))
 
 
 def load_plan(path: Path) -> Plan:

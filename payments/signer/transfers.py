@@ -137,7 +137,7 @@ class Signer:
             self.resume(self._sent("gas", item, gas_account.address, item.address, 0, name), self.journaled(name))
         pending = []
         for what, kind, to, amount in slots:
-            name = transfer_name(item.address, what)
+            name = transfer_name(item.address, item.contract, what)
             entry = self.journaled(name)
             if entry is None:
                 pending.append((name, kind, to, amount))
@@ -160,8 +160,8 @@ class Signer:
 
     def _gas_names(self, item: Item) -> list[str]:
         names, number = [], 1
-        while self.journaled(transfer_name(item.address, f"gas:{number}")) is not None:
-            names.append(transfer_name(item.address, f"gas:{number}"))
+        while self.journaled(transfer_name(item.address, item.contract, f"gas:{number}")) is not None:
+            names.append(transfer_name(item.address, item.contract, f"gas:{number}"))
             number += 1
         return names
 
@@ -213,7 +213,7 @@ class Signer:
         needed = sum(gases) * fee[0]
         have = self.chain.native_balance(account.address)
         if needed > have:
-            name = transfer_name(item.address, f"gas:{gas_top_ups + 1}")
+            name = transfer_name(item.address, item.contract, f"gas:{gas_top_ups + 1}")
             top_up = self._sent("gas", item, gas_account.address, account.address, needed - have, name)
             gas = self.chain.estimate(gas_account.address, account.address, value=1)
             self.send(top_up, gas_account, contract=None, gas=gas, fee=self.chain.fee())

@@ -318,3 +318,41 @@ def test_the_signer_imports_no_django_and_nothing_of_the_shop(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_address_holding_a_token_and_the_coin_sweeps_the_coin_first(chain, plan, people, tmp_path):
+    """One deposit address with 100 USDC and 0.5 ETH (a coin payment to a token order): two items. Listed token
+    first, the coin still goes first, so the token transfers' gas comes from the gas account, not the coin."""
+    token_item = plan["items"][1]
+    address, coin = token_item["address"], ETH // 2
+    chain.fund(address, coin)
+    refund = {"id": 9, "to_address": people["token_refund"], "amount_base_units": coin // 5}
+    plan["items"].append(
+        {
+            **token_item,
+            "asset": "ETH",
+            "contract": None,
+            "balance_base_units": coin,
+            "refunds": [refund],
+            "sweep_base_units": coin - coin // 5,
+        }
+    )
+    out = tmp_path / "sent.json"
+    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--json", str(out), directory=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    sent = json.loads(out.read_text())
+    from_address = [(entry["kind"], entry["asset"]) for entry in sent if entry["sender"] == address]
+    assert from_address == [("refund", "ETH"), ("sweep", "ETH"), ("refund", "USDC"), ("sweep", "USDC")]
+    coin_fees = sum(entry["fee_paid"] for entry in sent if entry["sender"] == address and entry["asset"] == "ETH")
+    coin_sweep = next(e for e in sent if e["sender"] == address and e["kind"] == "sweep" and e["asset"] == "ETH")
+    assert coin_sweep["amount"] == coin - coin // 5 - coin_fees
+    assert chain.eth(people["token_refund"]) == coin // 5
+    native_sweep = next(e for e in sent if e["sender"] == plan["items"][0]["address"] and e["kind"] == "sweep")
+    assert chain.eth(people["treasury"]) == native_sweep["amount"] + coin_sweep["amount"]
+    top_up = next(entry for entry in sent if entry["kind"] == "gas")
+    token_fees = sum(entry["fee_paid"] for entry in sent if entry["sender"] == address and entry["asset"] == "USDC")
+    assert top_up["amount"] == sum(
+        e["gas_limit"] * e["max_fee_per_gas"] for e in sent if e["sender"] == address and e["asset"] == "USDC"
+    )
+    assert chain.eth(address) == top_up["amount"] - token_fees
+    assert chain.tokens(people["treasury"]) == TOKEN_DEPOSIT - TOKEN_REFUND and chain.tokens(address) == 0
