@@ -56,7 +56,8 @@ def main(argv=None) -> int:
         )
         return USAGE_ERROR
     try:
-        journal = Journal(journal_path(args), plan.digest)  # a dry run reads it too, and never writes it
+        # A dry run reads it too (what is left to send), and never writes or locks it.
+        journal = Journal(journal_path(args), plan.digest, lock=not args.dry_run)
     except PlanError as error:
         print(f"refused: {error}", file=sys.stderr)
         return USAGE_ERROR

@@ -3,6 +3,7 @@ crash or a dropped RPC sends the same transaction again (same nonce) rather than
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -15,9 +16,11 @@ class Journal:
     on every entry. A journal belongs to one plan: names repeat from plan to plan (an address swept again next
     month), so another plan's journal would make a new transfer look done."""
 
-    def __init__(self, path: Path, plan_digest: str) -> None:
+    def __init__(self, path: Path, plan_digest: str, *, lock: bool = True) -> None:
         self.path, self.plan_digest = path, plan_digest
         self.entries: dict[str, dict] = {}
+        if lock:
+            self._lock()
         if path.exists():
             try:
                 stored = json.loads(path.read_text())
@@ -29,6 +32,15 @@ class Journal:
                     "(what it sent is on the chain; the balance check refuses to pay an item twice)"
                 )
             self.entries = stored.get("transfers") or {}
+
+    def _lock(self) -> None:
+        """One signer per journal at a time: a second one, started while the first runs, would read the journal
+        before the first wrote its transfers and sign them again at the next nonces. Held until the process ends."""
+        self._lock_file = open(self.path.with_name(self.path.name + ".lock"), "a")  # noqa: SIM115 - held open
+        try:
+            fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise PlanError(f"another signer is running with the journal {self.path}") from error
 
     def get(self, name: str) -> dict | None:
         return self.entries.get(name)

@@ -6,6 +6,7 @@ gas topped up from the gas account). Attacks and faults first: nothing may be se
 
 from __future__ import annotations
 
+import fcntl
 import json
 
 import pytest
@@ -203,6 +204,16 @@ def test_a_journal_of_another_plan_is_refused(chain, plan, people, tmp_path):
     done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--json", str(out), directory=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "belongs to another plan" in done.stderr
+    assert_nothing_sent(chain, plan, people)
+
+
+def test_a_second_signer_on_the_same_journal_is_refused(chain, plan, people, tmp_path):
+    out = tmp_path / "sent.json"
+    with open(tmp_path / "sent.json.journal.lock", "a") as held:  # a first signer, still running
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--json", str(out), directory=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "another signer is running" in done.stderr
     assert_nothing_sent(chain, plan, people)
 
 
