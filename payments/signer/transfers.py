@@ -54,6 +54,9 @@ class Signer:
         self.chain, self.plan, self.journal, self.dry_run, self.echo = chain, plan, journal, dry_run, echo
         self.sent: list[Sent] = []
         self.chain_id = plan.chain_id
+        # Where money may go: the plan's refund addresses and treasury; gas only to its deposit addresses.
+        self.payees = {plan.treasury} | {refund.to_address for item in plan.items for refund in item.refunds}
+        self.deposits = {item.address for item in plan.items}
 
     # One transaction: signed, journaled, broadcast, waited for; or resumed from the journal.
     def _record(self, sent: Sent) -> Sent:
@@ -87,6 +90,8 @@ class Signer:
         return self._finish(sent, receipt)
 
     def send(self, sent: Sent, account: LocalAccount, *, contract: str | None, gas: int, fee: tuple[int, int]):
+        if sent.to not in (self.deposits if sent.kind == "gas" else self.payees):
+            raise AssertionError(f"{sent.to} is not a destination of the plan")  # a bug here, never sent
         max_fee, tip = fee
         sent.gas_limit, sent.max_fee_per_gas = gas, max_fee
         tx = {
