@@ -4,6 +4,7 @@ mined, 1 otherwise, 2 on a usage error or a plan refused before anything was sen
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -61,7 +62,8 @@ def main(argv=None) -> int:
     except PlanError as error:
         print(f"refused: {error}", file=sys.stderr)
         return USAGE_ERROR
-    signer = Signer(chain, plan, journal, dry_run=args.dry_run, echo=print)
+    # Each line as soon as its receipt is in: a run cut short still shows what it sent.
+    signer = Signer(chain, plan, journal, dry_run=args.dry_run, echo=functools.partial(print, flush=True))
     ok = True
     for item in in_sending_order(plan.items):
         try:
@@ -74,8 +76,9 @@ def main(argv=None) -> int:
             ok = False
             break
     if args.dry_run:
-        total = sum(sent.gas_limit * sent.max_fee_per_gas for sent in signer.sent)
-        print(f"dry run: {len(signer.sent)} transactions, at most {total} wei of gas; nothing sent")
+        to_send = [sent for sent in signer.sent if sent.status == "would send"]  # not what the journal has mined
+        total = sum(sent.gas_limit * sent.max_fee_per_gas for sent in to_send)
+        print(f"dry run: {len(to_send)} transactions, at most {total} wei of gas; nothing sent")
     if args.json is not None:
         args.json.write_text(json.dumps([sent.as_json() for sent in signer.sent], indent=1))
     return 0 if ok and signer.all_mined else NOT_ALL_MINED

@@ -198,8 +198,8 @@ class Signer:
             # The sweep: what is left minus its exact gas cost, never more than the plan's sweep.
             fee = self.chain.sweep_fee()
             balance = self.chain.native_balance(account.address)
-            if self.dry_run:  # nothing was paid: the refunds and their gas still sit in the balance
-                spent = [s for s in self.sent if s.sender == account.address]
+            if self.dry_run:  # what this dry run did not send still sits in the balance, with its gas
+                spent = [s for s in self.sent if s.sender == account.address and s.status == "would send"]
                 balance -= sum(s.amount + s.gas_limit * s.max_fee_per_gas for s in spent)
             value = min(amount, balance - gas * fee[0])
             if value <= 0:
@@ -233,4 +233,5 @@ class Signer:
 
     @property
     def all_mined(self) -> bool:
-        return all(sent.status == ("would send" if self.dry_run else "mined") for sent in self.sent)
+        done = ("mined", "would send") if self.dry_run else ("mined",)
+        return all(sent.status in done for sent in self.sent)

@@ -296,6 +296,14 @@ def test_an_rpc_that_drops_mid_run_then_a_rerun_pays_nothing_twice(chain, plan, 
     dropped = run_signer(plan, mnemonic_file(tmp_path), rpc.url, "--json", str(out), directory=tmp_path)
     assert dropped.returncode == 1, dropped.stdout + dropped.stderr
     assert "rerun the same command" in dropped.stderr
+    # A dry run now reads the journal: it shows what the first run sent as mined and would send only the rest.
+    nonces = [chain.nonce(address) for address in senders(plan)]
+    dry = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--json", str(out), "--dry-run", directory=tmp_path)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert dry.stdout.count("would send") == 5 - sends_before_drop
+    assert dry.stdout.count("mined (journal)") == sends_before_drop
+    assert f"dry run: {5 - sends_before_drop} transactions" in dry.stdout
+    assert [chain.nonce(address) for address in senders(plan)] == nonces
     rerun = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--json", str(out), directory=tmp_path)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_paid_once(chain, plan, people, json.loads(out.read_text()))
