@@ -11,11 +11,13 @@ a `gas_account` that is not the mnemonic's `m/44'/60'/0'/1/0`; an RPC whose chai
 whose refunds and sweep exceed what the address holds now is skipped (exit 1 at the end). Destinations come from
 the plan only: its refunds' `to_address`es, its `treasury`, and gas top-ups to its own deposit addresses.
 
-The idempotent rerun rule (`journal.py`): every transfer of a plan has a fixed name (its item's address and
-`refund:<id>`, `sweep` or `gas`). Before a transfer is broadcast, its signed bytes, nonce and hash are written
-to a journal next to `--json` (or next to the plan) and flushed to disk. A rerun never signs a transfer that
-the journal names: it waits for the journaled transaction if the chain has it, broadcasts the same bytes again
-if the chain does not (the same nonce, so at most one of the two copies can ever be mined), and reports a
-failure if the nonce was taken by another transaction. Without a journal (lost), the balance check stops a
-second payment: a refund or sweep that was mined left the address holding less than the plan's sum.
+The idempotent rerun rule (`journal.py`, `transfers.py`): every transfer of a plan has a fixed name (its item's
+address and asset, then `refund:<id>`, `sweep` or `gas:<n>`). Before a transfer is broadcast, its signed bytes,
+nonce and hash are written to a journal next to `--json` (or next to the plan) and flushed to disk. A rerun never
+signs a transfer that the journal names: it takes the receipt if the transaction was mined, waits for it if the
+node has it pending, broadcasts the same bytes again if the chain never got them (the same nonce, so at most one
+of the two copies can ever be mined), and reports a failure if the nonce was taken by another transaction. A
+journal belongs to one plan (the plan's digest is in it) and one run at a time (a lock beside it). Without the
+journal (lost), the balance check stops a second payment where the plan moves the whole balance: a refund or
+sweep that was mined left the address holding less than the plan's sum.
 """
