@@ -1,0 +1,23 @@
+"""The signer: pays a treasury plan's refunds and sweeps the rest to the treasury, on the treasurer's machine.
+
+`python -m payments.signer --plan PLAN.json --mnemonic-file FILE --rpc-url URL [--dry-run] [--json OUT]`
+
+The shop derives deposit addresses watch-only from an xpub and never holds a key; this program holds the mnemonic
+for one run and imports no Django and nothing of the shop that does (an import-linter contract keeps it so).
+
+What it refuses, before sending anything (exit 2): a mnemonic file that is not a regular file or that group or
+others may read or write; a malformed plan; an item whose address does not derive from the mnemonic at its path;
+a `gas_account` that is not the mnemonic's `m/44'/60'/0'/1/0`; an RPC whose chain id is not the plan's. An item
+whose refunds and sweep exceed what the address holds now is skipped (exit 1 at the end). Destinations come from
+the plan only: its refunds' `to_address`es, its `treasury`, and gas top-ups to its own deposit addresses.
+
+The idempotent rerun rule (`journal.py`, `transfers.py`): every transfer of a plan has a fixed name (its item's
+address and asset, then `refund:<id>`, `sweep` or `gas:<n>`). Before a transfer is broadcast, its signed bytes,
+nonce and hash are written to a journal next to `--json` (or next to the plan) and flushed to disk. A rerun never
+signs a transfer that the journal names: it takes the receipt if the transaction was mined, waits for it if the
+node has it pending, broadcasts the same bytes again if the chain never got them (the same nonce, so at most one
+of the two copies can ever be mined), and reports a failure if the nonce was taken by another transaction. A
+journal belongs to one plan (the plan's digest is in it) and one run at a time (a lock beside it). Without the
+journal (lost), the balance check stops a second payment where the plan moves the whole balance: a refund or
+sweep that was mined left the address holding less than the plan's sum.
+"""

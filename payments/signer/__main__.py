@@ -1,0 +1,88 @@
+"""`python -m payments.signer`: the command line (see the package docstring). Exit 0 when every transfer was
+mined, 1 otherwise, 2 on a usage error or a plan refused before anything was sent."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from pathlib import Path
+
+from payments.signer.chain import Chain
+from payments.signer.journal import Journal
+from payments.signer.keys import plan_accounts, read_mnemonic
+from payments.signer.plan import PlanError, in_sending_order, load_plan
+from payments.signer.transfers import ItemRefused, Signer
+
+USAGE_ERROR, NOT_ALL_MINED = 2, 1
+
+
+def arguments(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m payments.signer",
+        description="Pay a treasury plan's refunds, then sweep the rest to the treasury.",
+    )
+    parser.add_argument("--plan", required=True, type=Path, help="the plan JSON (GET /api/v1/treasury/plan/)")
+    parser.add_argument("--mnemonic-file", required=True, type=Path, help="the mnemonic, in a file of mode 600")
+    parser.add_argument("--rpc-url", required=True, help="a JSON-RPC endpoint of the plan's chain")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be sent, send nothing")
+    parser.add_argument("--json", type=Path, help="write every transaction to this file (and its journal beside)")
+    return parser.parse_args(argv)  # a usage error exits with 2 (argparse)
+
+
+def journal_path(args) -> Path:
+    """Next to --json when given, else next to the plan: the same command line finds it again on a rerun."""
+    base = args.json if args.json is not None else args.plan
+    return base.with_name(base.name + ".journal")
+
+
+def main(argv=None) -> int:
+    args = arguments(argv)
+    try:
+        plan = load_plan(args.plan)
+        accounts, gas_account = plan_accounts(plan, read_mnemonic(args.mnemonic_file))
+    except PlanError as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    chain = Chain(args.rpc_url)
+    try:
+        chain_id = chain.chain_id()
+    except Exception as error:  # any failure to reach the RPC is reported the same way
+        print(f"cannot reach the RPC: {error}", file=sys.stderr)
+        return NOT_ALL_MINED
+    if chain_id != plan.chain_id:
+        print(
+            f"refused: the RPC's chain id is {chain_id}, the plan is for {plan.chain_id}; nothing sent", file=sys.stderr
+        )
+        return USAGE_ERROR
+    try:
+        # A dry run reads it too (what is left to send), and never writes or locks it.
+        journal = Journal(journal_path(args), plan.digest, lock=not args.dry_run)
+    except PlanError as error:
+        print(f"refused: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    # Each line as soon as its receipt is in: a run cut short still shows what it sent.
+    signer = Signer(chain, plan, journal, dry_run=args.dry_run, echo=functools.partial(print, flush=True))
+    ok = True
+    for item in in_sending_order(plan.items):
+        try:
+            signer.carry_out(item, accounts[item.address], gas_account)
+        except ItemRefused as error:
+            print(f"skipped: {error}", file=sys.stderr)
+            ok = False
+        except Exception as error:  # a dropped RPC: stop here, the journal makes a rerun safe
+            print(f"stopped: {type(error).__name__}: {error}; rerun the same command to finish", file=sys.stderr)
+            ok = False
+            break
+    if args.dry_run:
+        to_send = [sent for sent in signer.sent if sent.status == "would send"]  # not what the journal has mined
+        total = sum(sent.gas_limit * sent.max_fee_per_gas for sent in to_send)
+        print(f"dry run: {len(to_send)} transactions, at most {total} wei of gas; nothing sent")
+    if args.json is not None:
+        args.json.write_text(json.dumps([sent.as_json() for sent in signer.sent], indent=1))
+    return 0 if ok and signer.all_mined else NOT_ALL_MINED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

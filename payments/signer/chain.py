@@ -1,0 +1,95 @@
+"""The chain as the signer sees it, through web3.py: balances, fees, nonces, broadcasting and receipts."""
+
+from __future__ import annotations
+
+from eth_abi import encode
+from hexbytes import HexBytes
+from web3 import HTTPProvider, Web3
+from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
+
+BALANCE_OF = bytes.fromhex("70a08231")  # balanceOf(address)
+TRANSFER = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
+
+# A fee cap one base-fee step (EIP-1559: at most +12.5% a block) above the next block's, so that a transfer
+# is mined even if the next block is full; the native sweep alone uses the exact next base fee (see sweep_fee).
+HEADROOM_NUMERATOR, HEADROOM_DENOMINATOR = 9, 8
+
+
+class WouldRevert(Exception):
+    """The node's estimate says the transfer would revert (a recipient that refuses coin, a token that refuses
+    the transfer): it is not sent."""
+
+
+def transfer_data(to: str, amount: int) -> bytes:
+    return TRANSFER + encode(["address", "uint256"], [to, amount])
+
+
+class Chain:
+    def __init__(self, url: str, *, receipt_timeout: float = 180) -> None:
+        # No retries inside web3: a dropped RPC ends the run, and the journal makes the rerun safe.
+        provider = HTTPProvider(url, request_kwargs={"timeout": 30}, exception_retry_configuration=None)
+        self.w3 = Web3(provider)
+        self.receipt_timeout = receipt_timeout
+
+    def chain_id(self) -> int:
+        return self.w3.eth.chain_id
+
+    def native_balance(self, address: str) -> int:
+        return self.w3.eth.get_balance(address, "latest")
+
+    def token_balance(self, contract: str, address: str) -> int:
+        answer = self.w3.eth.call({"to": contract, "data": BALANCE_OF + encode(["address"], [address])}, "latest")
+        return int.from_bytes(answer, "big")
+
+    def balance(self, contract: str | None, address: str) -> int:
+        return self.native_balance(address) if contract is None else self.token_balance(contract, address)
+
+    def _next_base_fee_and_tip(self) -> tuple[int, int]:
+        # eth_feeHistory's last base fee is the next block's (EIP-1559 computes it from the latest block).
+        history = self.w3.eth.fee_history(1, "latest")
+        return int(history["baseFeePerGas"][-1]), int(self.w3.eth.max_priority_fee)
+
+    def fee(self) -> tuple[int, int]:
+        """(max fee per gas, priority fee) for a transfer: the next block's base fee plus one step, plus the tip."""
+        base, tip = self._next_base_fee_and_tip()
+        return base * HEADROOM_NUMERATOR // HEADROOM_DENOMINATOR + tip, tip
+
+    def sweep_fee(self) -> tuple[int, int]:
+        """The native sweep's fee: exactly the next block's base fee plus the tip, so that balance minus gas x
+        this cap leaves the address at 0 when it is mined in the next block; if the base fee rises first, the
+        sweep waits in the pool until it falls back (it never pays more than it reserved)."""
+        base, tip = self._next_base_fee_and_tip()
+        return base + tip, tip
+
+    def estimate(self, sender: str, to: str, *, value: int = 0, data: bytes = b"") -> int:
+        try:
+            return int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": value, "data": data}))
+        except (ContractLogicError, Web3RPCError) as error:
+            raise WouldRevert(f"a transfer from {sender} to {to} would fail: {error}") from error
+
+    def nonce(self, address: str, block: str = "pending") -> int:
+        return self.w3.eth.get_transaction_count(address, block)
+
+    def receipt(self, tx_hash: str):
+        try:
+            return self.w3.eth.get_transaction_receipt(tx_hash)
+        except TransactionNotFound:
+            return None
+
+    def known(self, tx_hash: str) -> bool:
+        try:
+            self.w3.eth.get_transaction(tx_hash)
+            return True
+        except TransactionNotFound:
+            return False
+
+    def broadcast(self, raw: bytes, tx_hash: str) -> None:
+        try:
+            self.w3.eth.send_raw_transaction(HexBytes(raw))
+        except Web3RPCError:
+            # "already known", or mined meanwhile: the same bytes are in, which is all a broadcast is for.
+            if self.receipt(tx_hash) is None and not self.known(tx_hash):
+                raise
+
+    def wait(self, tx_hash: str):
+        return self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout, poll_latency=0.1)
