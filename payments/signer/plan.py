@@ -40,7 +40,7 @@ class Item:
 class Plan:
     network: str
     chain_id: int
-    treasury: str
+    treasury: str | None  # None: the server knows no treasury for this network, so nothing is swept
     items: tuple[Item, ...]
     gas_account: str | None
     digest: str  # SHA-256 of the plan's canonical JSON: which plan a journal belongs to
@@ -108,10 +108,13 @@ def parse_plan(raw) -> Plan:
     if len({(item.address, item.contract) for item in parsed}) != len(parsed):
         raise PlanError("two items share a deposit address and an asset")
     gas_account = raw.get("gas_account")
+    treasury = raw.get("treasury")
+    if treasury is None and any(item.sweep for item in parsed):
+        raise PlanError("treasury: none given, yet the plan sweeps")
     return Plan(
         network=str(raw.get("network") or ""),
         chain_id=chain_id,
-        treasury=_address(raw.get("treasury"), "treasury"),
+        treasury=None if treasury is None else _address(treasury, "treasury"),
         items=parsed,
         gas_account=None if gas_account is None else _address(gas_account, "gas_account"),
         digest=hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()).hexdigest(),

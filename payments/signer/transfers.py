@@ -55,7 +55,7 @@ class Signer:
         self.sent: list[Sent] = []
         self.chain_id = plan.chain_id
         # Where money may go: the plan's refund addresses and treasury; gas only to its deposit addresses.
-        self.payees = {plan.treasury} | {refund.to_address for item in plan.items for refund in item.refunds}
+        self.payees = {plan.treasury} - {None} | {refund.to_address for item in plan.items for refund in item.refunds}
         self.deposits = {item.address for item in plan.items}
 
     # One transaction: signed, journaled, broadcast, waited for; or resumed from the journal.

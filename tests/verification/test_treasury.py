@@ -95,7 +95,8 @@ def test_the_plan_pays_approved_refunds_sweeps_the_rest_and_leaves_what_is_not_f
         assert (item["asset"], item["contract"]) == ("USDC", chain.usdc)
     # And the gas it needs, from the gas account the server can name but not spend from
     assert plan["gas_account"] == gas_account_address() and plan["gas_account_path"] == "m/44'/60'/0'/1/0"
-    assert plan["gas_estimate_wei"] == 4 * 65_000 * plan["gas_price_wei"]  # one refund and three sweeps
+    # one refund and three sweeps of a token, and a gas top-up for each of the three addresses
+    assert plan["gas_estimate_wei"] == (4 * 65_000 + 3 * 21_000) * plan["gas_price_wei"]
 
 
 def test_without_a_treasury_address_only_refunds_are_planned(chain, customer, scan_pass, client, monkeypatch):

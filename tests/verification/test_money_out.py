@@ -1,0 +1,124 @@
+"""Money out, end to end on a real chain: an overpayment refunded and every paid order swept to the treasury
+by the treasurer's signer (a subprocess with the mnemonic the server never sees), from the plan the server
+made; every balance checked on-chain afterwards, to the base unit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+
+from payments.models import Refund
+from payments.rpc import RpcClient
+from payments.treasury import gas_account_address
+from tests.signer.chain import MNEMONIC, run_signer
+from tests.verification.helpers import ORDERS_URL, payment_of, units
+
+TREASURY = "0x8ba1f109551bD432803012645Ac136ddd64DBA72"
+CUSTOMER_WALLET = "0x52908400098527886E0F7030069857D2E4169EE7"
+EXCESS = 2_500_000
+STRAY_USDT = 3_000_000
+
+
+@pytest.fixture
+def treasurers_key(settings, monkeypatch, tmp_path):
+    """The shop's deposit addresses derive from the treasurer's mnemonic (its account xpub on the server);
+    the mnemonic itself only in a 0600 file on 'the treasurer's machine'."""
+    seed = Bip39SeedGenerator(MNEMONIC).Generate()
+    account = Bip44.FromSeed(seed, Bip44Coins.ETHEREUM).Purpose().Coin().Account(0)
+    settings.PAYMENTS_XPUB = account.PublicKey().ToExtended()
+    monkeypatch.setenv("TREASURY_ADDRESS", TREASURY)
+    path = tmp_path / "mnemonic.txt"
+    path.write_text(MNEMONIC + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def staff(role: str, name: str) -> str:
+    call_command("add_staff", name, "--role", role, "--password", f"a-long-{role}-password")
+    from django.contrib.auth import get_user_model
+
+    return Token.objects.create(user=get_user_model().objects.get(username=name)).key
+
+
+def balance(url: str, token: str | None, address: str) -> int:
+    client = RpcClient([url])
+    if token is None:
+        return int(client.call("eth_getBalance", [address, "latest"]), 16)
+    data = "0x70a08231" + address.lower()[2:].rjust(64, "0")
+    return int(client.call("eth_call", [{"to": token, "data": data}, "latest"]), 16)
+
+
+def refund_approved(client, placed: dict, refund: Refund, reviewer: str) -> None:
+    given = client.post(
+        f"{ORDERS_URL}{placed['reference']}/refunds/{refund.pk}/address/",
+        {"address": CUSTOMER_WALLET},
+        content_type="application/json",
+        headers={"X-Order-Token": placed["access_token"]},
+    )
+    assert given.status_code == 200, given.content
+    approved = client.post(
+        f"/api/v1/refunds/{refund.pk}/approve/",
+        {"reason": "checked on the explorer"},
+        content_type="application/json",
+        headers={"Authorization": f"Token {reviewer}"},
+    )
+    assert approved.status_code == 200, approved.content
+
+
+def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balances_on_chain(
+    treasurers_key, chain, customer, scan_pass, client, tmp_path
+):
+    reviewer, treasurer = staff("reviewer", "rita"), staff("treasurer", "tom")
+    # Given an order overpaid by 2.5 USDC, an order paid exactly, and one paid exactly plus 3 USDT by mistake
+    overpaid, paid, stray = customer.order(), customer.order(), customer.order()
+    chain.wallet.pay_token(chain.usdc, overpaid["payment"]["address"], units(overpaid) + EXCESS)
+    chain.wallet.pay_token(chain.usdc, paid["payment"]["address"], units(paid))
+    chain.wallet.pay_token(chain.usdc, stray["payment"]["address"], units(stray))
+    chain.wallet.pay_token(chain.usdt, stray["payment"]["address"], STRAY_USDT)
+    chain.mine(2)
+    scan_pass()
+    # And both refunds given the customer's address and approved by a reviewer
+    excess_refund = Refund.objects.get(payment=payment_of(overpaid))
+    usdt_refund = Refund.objects.get(payment=payment_of(stray))
+    assert (usdt_refund.reason, usdt_refund.symbol) == ("wrong_asset", "USDT")
+    refund_approved(client, overpaid, excess_refund, reviewer)
+    refund_approved(client, stray, usdt_refund, reviewer)
+    # And gas for the run in the gas account the plan names
+    gas_account = gas_account_address()
+    chain.wallet.pay_native(gas_account, 10**18)
+
+    # When the treasurer downloads the plan and runs the signer with it on their own machine
+    plan = client.get("/api/v1/treasury/plan/?network=local", headers={"Authorization": f"Token {treasurer}"})
+    assert plan.status_code == 200, plan.content
+    assert plan.json()["gas_account"] == gas_account
+    (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
+    done = run_signer(
+        tmp_path / "plan.json", treasurers_key, chain.node.url, "--json", str(tmp_path / "run.json"), directory=tmp_path
+    )
+
+    # Then every transfer was mined
+    assert done.returncode == 0, done.stdout + done.stderr
+    sent = json.loads((tmp_path / "run.json").read_text())
+    print("\n" + done.stdout)
+    # And the balances on-chain are exact: the customer got the excess in USDC and the stray USDT in USDT;
+    # the treasury got both paid orders' quotes; the swept addresses hold no token; the order still in review
+    # (the stray one) keeps its USDC for the reviewer's decision
+    url = chain.node.url
+    assert balance(url, chain.usdc, CUSTOMER_WALLET) == EXCESS
+    assert balance(url, chain.usdt, CUSTOMER_WALLET) == STRAY_USDT
+    assert balance(url, chain.usdc, TREASURY) == units(overpaid) + units(paid)
+    assert balance(url, chain.usdc, overpaid["payment"]["address"]) == 0
+    assert balance(url, chain.usdc, paid["payment"]["address"]) == 0
+    assert balance(url, chain.usdt, stray["payment"]["address"]) == 0
+    assert balance(url, chain.usdc, stray["payment"]["address"]) == units(stray)
+    # And a second run sends nothing more
+    again = run_signer(
+        tmp_path / "plan.json", treasurers_key, url, "--json", str(tmp_path / "run.json"), directory=tmp_path
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert balance(url, chain.usdc, TREASURY) == units(overpaid) + units(paid)
+    assert len(sent) >= 4
