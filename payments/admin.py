@@ -208,7 +208,7 @@ class RefundAdmin(admin.ModelAdmin):
     """Refunds are opened by the money (or by a reviewer's goodwill action on a payment) and move only through
     payments.refunds; here reviewers approve or reject them, with a reason."""
 
-    list_display = ["pk", "order", "reason", "amount_text", "network", "to_address", "status", "tx_hash"]
+    list_display = ["pk", "order", "reason", "amount", "network", "to_address", "status", "tx_hash"]
     list_filter = ["status", "reason", "network"]
     search_fields = ["payment__order__reference", "to_address", "tx_hash"]
     list_select_related = ["payment__order", "network"]
@@ -230,6 +230,10 @@ class RefundAdmin(admin.ModelAdmin):
     @admin.display(description="order")
     def order(self, refund: Refund) -> str:
         return refund.payment.order.reference
+
+    @admin.display(description="amount")
+    def amount(self, refund: Refund) -> str:
+        return refund.amount_text
 
     def _decide(self, request: HttpRequest, queryset: QuerySet, *, approve: bool, title: str) -> HttpResponse | None:
         items = [f"{r.payment.order.reference}: {r.amount_text} to {r.to_address or '-'}" for r in queryset]
