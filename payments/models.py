@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from config.transition_event import TransitionEvent
 from payments.fields import BaseUnitsField, format_units
 
 address_validator = RegexValidator(r"^0x[0-9a-fA-F]{40}$", "An EVM address is 0x followed by 40 hex digits.")
@@ -401,18 +402,12 @@ class Refund(models.Model):
         return f"{format_units(int(self.amount_base_units), self.decimals)} {self.symbol}"
 
 
-class RefundEvent(models.Model):
-    """One row per change of a refund's status (who, when, from, to, why)."""
+class RefundEvent(TransitionEvent):
+    """One row per change of a refund's status (who, when, from, to, why), written by refund_transition."""
 
     refund = models.ForeignKey(Refund, on_delete=models.CASCADE, related_name="events")
-    created_at = models.DateTimeField(default=timezone.now)
     from_status = models.CharField(max_length=16, choices=RefundStatus.choices, blank=True)
     to_status = models.CharField(max_length=16, choices=RefundStatus.choices)
-    actor = models.CharField(max_length=150)
-    reason = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:
         return f"refund {self.refund_id}: {self.from_status or '-'} -> {self.to_status}"

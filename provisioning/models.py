@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from config.transition_event import TransitionEvent
+
 
 class NodeDriver(models.TextChoices):
     LOCAL = "local", "local (runs on this machine, development)"
@@ -67,18 +69,6 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-
-class TransitionEvent(models.Model):
-    """Who made a change of status, when, and why; each event model adds its row and the from/to fields."""
-
-    created_at = models.DateTimeField(default=timezone.now)
-    actor = models.CharField(max_length=150, help_text="system, or the staff user's name")
-    reason = models.TextField(blank=True)
-
-    class Meta:
-        abstract = True
-        ordering = ["created_at", "pk"]
 
 
 class NodeEvent(TransitionEvent):

@@ -45,7 +45,7 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('from_status', models.CharField(blank=True, choices=[('awaiting_address', 'Waiting for your refund address'), ('pending_approval', "Waiting for a reviewer's approval"), ('approved', 'Approved: it will be sent'), ('sent', 'Sent, waiting for confirmations'), ('confirmed', 'Confirmed on-chain'), ('rejected', 'Rejected')], max_length=16)),
                 ('to_status', models.CharField(choices=[('awaiting_address', 'Waiting for your refund address'), ('pending_approval', "Waiting for a reviewer's approval"), ('approved', 'Approved: it will be sent'), ('sent', 'Sent, waiting for confirmations'), ('confirmed', 'Confirmed on-chain'), ('rejected', 'Rejected')], max_length=16)),
-                ('actor', models.CharField(max_length=150)),
+                ('actor', models.CharField(help_text="system, or the staff user's name", max_length=150)),
                 ('reason', models.TextField(blank=True)),
                 ('refund', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='payments.refund')),
             ],
