@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from payments.models import UnexpectedOutflow
 from provisioning.models import Node, PreparationRun, RunStatus
 from provisioning.prepare import PreparationError, preparation_start
 from shop.models import Order, OrderStatus
@@ -31,6 +32,10 @@ def console(request: HttpRequest) -> HttpResponse:
             "failed": failed,
             "active": active,
             "nodes": Node.objects.all(),
+            # Money that left a deposit address for neither a refund nor the treasury (payments/outflows.py).
+            "outflows": UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True).select_related(
+                "payment__order", "network"
+            ),
             "refresh_seconds": 5 if preparing else None,
         },
     )
