@@ -123,6 +123,13 @@ def test_a_transfer_with_the_deposit_key_to_a_stranger_is_flagged_once_to_staff_
     assert len(notes(placed, "unexpected_outflow")) == 1 and len(alerts()) == 1
     assert not Sweep.objects.exists()
 
+    # When an operator acknowledges it on the console, it leaves the console and the row says who
+    answer = client.post(f"/ops/outflows/{outflow.pk}/acknowledge/")
+    assert answer.status_code == 302
+    outflow.refresh_from_db()
+    assert outflow.acknowledged_by == "olga" and outflow.acknowledged_at is not None
+    assert "Unexpected outflows" not in client.get("/ops/").content.decode()
+
 
 def test_a_refund_paid_with_the_wrong_amount_or_to_another_address_is_unexpected_and_the_refund_stays_approved(
     chain, customer, scan_pass, client
