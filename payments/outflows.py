@@ -23,7 +23,7 @@ import logging
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from config.jobs.outbox import job_enqueue
@@ -33,7 +33,7 @@ from payments.models import Network, PaymentRequest, Refund, RefundStatus, Sweep
 from payments.networks import treasury_address
 from payments.reconfirm import is_final as block_is_final
 from payments.refunds import refund_transition
-from payments.rpc import RpcClient
+from payments.rpc import RpcClient, RpcUnavailable
 from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,14 @@ def outflow_record(*, payment: PaymentRequest, transfer: Transfer, now: dt.datet
     now = now or timezone.now()
     network = transfer.network
     key = {"chain_id": network.chain_id, "tx_hash": transfer.tx_hash.lower(), "log_index": transfer.log_index}
+    try:
+        return _classify(payment, transfer, key, now)
+    except IntegrityError:  # a concurrent pass stored it first: recorded once either way
+        return None
+
+
+def _classify(payment: PaymentRequest, transfer: Transfer, key: dict, now: dt.datetime) -> str | None:
+    network = transfer.network
     with transaction.atomic():
         # The payment's row lock first (as payments/settle.py), then its refunds: one pass at a time per address.
         payment = PaymentRequest.objects.select_for_update().get(pk=payment.pk)
@@ -126,12 +134,17 @@ def outflows_reconfirm(
     sweeps = list(Sweep.objects.filter(network=network, final=False, removed_at__isnull=True))
     if not refunds and not sweeps:
         return 0
-    receipts = client.batch([("eth_getTransactionReceipt", [row.tx_hash]) for row in [*refunds, *sweeps]])
+    rows = [*refunds, *sweeps]
+    receipts = client.batch([("eth_getTransactionReceipt", [row.tx_hash]) for row in rows])
+    kept = _gone_but_not_agreed(client, rows, receipts)
     changed = 0
     for refund, receipt in zip(refunds, receipts[: len(refunds)], strict=True):
-        changed += _refund_follow(refund, receipt, network, head, final, now)
+        if refund.tx_hash not in kept:
+            changed += _refund_follow(refund, receipt, network, head, final, now)
     for sweep, receipt in zip(sweeps, receipts[len(refunds) :], strict=True):
-        if receipt is None or int(receipt["status"], 16) != 1:
+        if sweep.tx_hash in kept:
+            continue
+        if _gone(receipt):
             Sweep.objects.filter(pk=sweep.pk).update(removed_at=now, final=False)
             changed += 1
         else:
@@ -142,8 +155,28 @@ def outflows_reconfirm(
     return changed
 
 
+def _gone(receipt: dict | None) -> bool:
+    return receipt is None or int(receipt["status"], 16) != 1
+
+
+def _gone_but_not_agreed(client: RpcClient, rows: list, receipts: list) -> set[str]:
+    """Tx hashes one provider no longer has that must stay as they are: with two or more RPC URLs a second
+    provider must agree before a sent refund goes back to approved (else the treasurer could pay it twice on
+    one provider's word), as for credits (payments/reconfirm.py). None answering: nothing changes."""
+    suspects = [row.tx_hash for row, receipt in zip(rows, receipts, strict=True) if _gone(receipt)]
+    if not suspects or not client.can_cross_check:
+        return set()
+    first = client.last_url
+    try:
+        others = client.batch([("eth_getTransactionReceipt", [tx]) for tx in suspects], avoid={first} if first else ())
+    except RpcUnavailable as exc:
+        log.warning("no second provider to confirm %d vanished outflow(s): %s", len(suspects), exc)
+        return set(suspects)
+    return {tx for tx, other in zip(suspects, others, strict=True) if not _gone(other)}
+
+
 def _refund_follow(refund: Refund, receipt: dict | None, network: Network, head: int, final: int | None, now) -> int:
-    gone = receipt is None or int(receipt["status"], 16) != 1
+    gone = _gone(receipt)
     number = None if gone else int(receipt["blockNumber"], 16)
     if not gone and not block_is_final(network, number, head, final):
         if number != refund.block_number:

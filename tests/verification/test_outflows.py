@@ -23,6 +23,7 @@ from tests.perf.bulk import FIRST_BULK_INDEX, open_orders_bulk
 from tests.servers import rpc
 from tests.verification.chain import GAS, MAX_FEE, Wallet
 from tests.verification.helpers import payment_of, units
+from tests.verification.rpc_proxy import RpcProxy
 from tests.verification.test_refunds import CUSTOMER_WALLET, EXCESS, decide, give_address, overpaid, staff
 
 # A well-known BIP-39 test vector: its keys guard nothing anywhere.
@@ -267,6 +268,28 @@ def test_a_reorg_that_takes_the_refunds_transfer_away_sends_it_back_to_approved(
     refund.refresh_from_db()
     assert (refund.status, refund.tx_hash) == ("approved", "")
     assert [(e.from_status, e.to_status) for e in refund.events.all()][-1] == ("sent", "approved")
+
+
+def test_a_provider_that_drops_a_sent_refunds_receipt_does_not_send_it_back_to_approved(
+    chain, customer, scan_pass, client, monkeypatch
+):
+    # Given a refund seen as sent, and two providers: the first one drops its receipt (a lie, or a lagging node)
+    placed, refund = approved_refund(chain, customer, scan_pass, client)
+    sent = deposit_wallet(chain, placed).transfer(chain.usdc, CUSTOMER_WALLET, EXCESS)
+    scan_pass()
+    liar = RpcProxy(chain.node.url)
+    try:
+        liar.drop_receipts.add(sent.tx_hash.lower())
+        monkeypatch.setenv("CHAIN_RPC_URLS_LOCAL", f"{liar.url},{chain.node.url}")
+
+        # When a pass asks the liar first
+        scan_pass()
+
+        # Then the honest provider still has it: the refund stays sent, never owed again on one provider's word
+        refund.refresh_from_db()
+        assert (refund.status, refund.tx_hash) == ("sent", sent.tx_hash.lower())
+    finally:
+        liar.stop()
 
 
 def counted_outflow_pass(chain, customer, *, open_orders: int, first_index: int) -> tuple[int, int]:
