@@ -9,7 +9,19 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
 from config.admin_base import ReadOnlyInline, details_asked, reason_asked
-from payments.models import Asset, Credit, Network, Notice, PaymentEvent, PaymentRequest, Rate, Refund, RefundEvent
+from payments.models import (
+    Asset,
+    Credit,
+    Network,
+    Notice,
+    PaymentEvent,
+    PaymentRequest,
+    Rate,
+    Refund,
+    RefundEvent,
+    Sweep,
+    UnexpectedOutflow,
+)
 from payments.networks import rpc_env_name, rpc_urls
 from payments.refunds import RefundDecisionError, refund_decide, refund_goodwill_open
 from payments.refunds_due import refunds_due_text
@@ -256,3 +268,33 @@ class RefundAdmin(admin.ModelAdmin):
     @admin.action(description="Reject the refund", permissions=["review"])
     def reject(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
         return self._decide(request, queryset, approve=False, title="Reject refund")
+
+
+class OutflowAdmin(admin.ModelAdmin):
+    """What the scan saw leave deposit addresses (payments/outflows.py): evidence, read only."""
+
+    list_select_related = ["payment__order", "network"]
+    search_fields = ["payment__order__reference", "payment__address", "to_address", "tx_hash"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return [field.name for field in self.model._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Sweep)
+class SweepAdmin(OutflowAdmin):
+    list_display = ["pk", "payment", "network", "token_contract", "amount_base_units", "tx_hash", "final", "removed_at"]
+    list_filter = ["network", "final"]
+
+
+@admin.register(UnexpectedOutflow)
+class UnexpectedOutflowAdmin(OutflowAdmin):
+    list_display = [
+        "pk", "payment", "network", "token_contract", "amount_base_units", "to_address", "tx_hash", "acknowledged_at",
+    ]
+    list_filter = ["network", "acknowledged_at"]

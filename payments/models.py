@@ -411,3 +411,60 @@ class RefundEvent(TransitionEvent):
 
     def __str__(self) -> str:
         return f"refund {self.refund_id}: {self.from_status or '-'} -> {self.to_status}"
+
+
+class Sweep(models.Model):
+    """A transfer out of a deposit address to the network's treasury, as the chain showed it.
+
+    `final` and `removed_at` are set only by payments.outflows (final by the network's rule; removed by a reorg)."""
+
+    payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="sweeps")
+    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="sweeps")
+    chain_id = models.PositiveBigIntegerField()
+    token_contract = models.CharField(max_length=42, blank=True, help_text="The token's contract; empty for the coin.")
+    to_address = models.CharField(max_length=42)
+    amount_base_units = BaseUnitsField()
+    tx_hash = models.CharField(max_length=66)
+    log_index = models.IntegerField(help_text="-1 for a native-coin transfer (no log).")
+    block_number = models.PositiveBigIntegerField()
+    block_hash = models.CharField(max_length=66)
+    created_at = models.DateTimeField(default=timezone.now)
+    final = models.BooleanField(default=False)
+    removed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["block_number", "log_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["chain_id", "tx_hash", "log_index"], name="one_sweep_per_transfer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"sweep {self.tx_hash}:{self.log_index} from {self.payment_id}"
+
+
+class UnexpectedOutflow(models.Model):
+    """Money that left a deposit address for neither an approved refund nor the treasury: perhaps a leaked key.
+
+    `acknowledged_at`/`acknowledged_by` are written only by payments.outflows.outflow_acknowledge."""
+
+    payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="unexpected_outflows")
+    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="unexpected_outflows")
+    chain_id = models.PositiveBigIntegerField()
+    token_contract = models.CharField(max_length=42, blank=True, help_text="The token's contract; empty for the coin.")
+    to_address = models.CharField(max_length=42)
+    amount_base_units = BaseUnitsField()
+    tx_hash = models.CharField(max_length=66)
+    log_index = models.IntegerField(help_text="-1 for a native-coin transfer (no log).")
+    block_number = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["chain_id", "tx_hash", "log_index"], name="one_outflow_per_transfer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"unexpected outflow {self.tx_hash}:{self.log_index} from {self.payment_id}"

@@ -49,21 +49,36 @@ def top_level_transfers(
     *, network: Network, client: RpcClient, asset: Asset, start: int, end: int, addresses: set[str]
 ) -> list[Transfer]:
     """Plain transactions with value to a watched address in [start, end]; reverted ones moved nothing."""
+    return top_level_moves(network=network, client=client, asset=asset, start=start, end=end, addresses=addresses)[0]
+
+
+def top_level_moves(
+    *, network: Network, client: RpcClient, asset: Asset, start: int, end: int, addresses: set[str]
+) -> tuple[list[Transfer], list[Transfer]]:
+    """(coin in, coin out) of the watched addresses in [start, end], from the same block reads: transactions
+    with value to one, and transactions with value signed by one (a deposit address is a plain account, so
+    only such a transaction moves its coin; its fee is not value and is not counted). Reverted ones moved
+    nothing. Limit: an address given code by EIP-7702 could move coin in an internal call; that is not seen."""
     candidates = []
     for numbers in chunks(list(range(start, end + 1)), BLOCKS_PER_BATCH):
         blocks = client.batch([("eth_getBlockByNumber", [hex(number), True]) for number in numbers])
         for block in blocks:
             for tx in (block or {}).get("transactions", []):
-                if (tx.get("to") or "").lower() in addresses and int(tx["value"], 16) > 0:
+                watched = (tx.get("to") or "").lower() in addresses or tx["from"].lower() in addresses
+                if watched and tx.get("to") and int(tx["value"], 16) > 0:
                     candidates.append((block, tx))
     if not candidates:
-        return []
+        return [], []
     receipts = client.batch([("eth_getTransactionReceipt", [tx["hash"]]) for _block, tx in candidates])
-    return [
+    moved = [
         transfer_from_tx(network=network, asset=asset, block=block, tx=tx)
         for (block, tx), receipt in zip(candidates, receipts, strict=True)
         if receipt and int(receipt["status"], 16) == 1
     ]
+    return (
+        [transfer for transfer in moved if transfer.recipient in addresses],
+        [transfer for transfer in moved if transfer.sender in addresses],
+    )
 
 
 # Frame types whose value leaves the caller for `to`. DELEGATECALL and STATICCALL carry none of their own

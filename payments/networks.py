@@ -33,6 +33,13 @@ def rpc_urls(network: Network) -> list[str]:
     return [url.strip() for url in (raw or "").split(",") if url.strip()]
 
 
+def treasury_address(network: Network) -> str:
+    """Where deposit addresses are swept on this network, lower case: TREASURY_ADDRESS_<SLUG> overrides
+    TREASURY_ADDRESS; empty when neither is set (then every outflow but a refund is unexpected)."""
+    raw = os.environ.get("TREASURY_ADDRESS_" + network.slug.upper().replace("-", "_")) or settings.TREASURY_ADDRESS
+    return (raw or "").strip().lower()
+
+
 def rpc_client(network: Network) -> RpcClient:
     return RpcClient(rpc_urls(network), max_head_age=network.max_head_age_seconds)
 

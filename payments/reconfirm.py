@@ -132,12 +132,16 @@ def _second_opinion(client: RpcClient, suspects: list[Credit]) -> tuple[set[int]
     return agreed, client.last_url
 
 
+def is_final(network: Network, block_number: int, head: int, final_block: int | None) -> bool:
+    """The network's one rule: N confirmations from the agreed head, or at or below its safe/finalized block."""
+    if network.finality_tag is None:
+        return head - block_number + 1 >= network.confirmations_required
+    return final_block is not None and block_number <= final_block
+
+
 def _confirmations_update(network: Network, credit: Credit, head: int, final_block: int | None) -> None:
     confirmations = head - credit.block_number + 1
-    if network.finality_tag is None:
-        final = confirmations >= network.confirmations_required
-    else:
-        final = final_block is not None and credit.block_number <= final_block
+    final = is_final(network, credit.block_number, head, final_block)
     Credit.objects.filter(pk=credit.pk).update(confirmations=max(confirmations, 0), final=final)
 
 

@@ -1,9 +1,10 @@
 """One verification pass over one network: new transfers, confirmations, reorgs, then settlement.
 
-RPC calls grow with block ranges, not with open orders: one eth_getLogs per block range for every ERC-20
-Transfer (whatever the token contract) with topic2 = the OR list of every watched address (chunked).
-Native-coin transfers are found by reading the range's blocks in batches (payments/native.py), and
-coin forwarded by contracts through one batch of balances for the network's native-coin orders.
+RPC calls grow with block ranges, not with open orders: one batch of two eth_getLogs per block range for every
+ERC-20 Transfer (whatever the token contract) with topic2 (in) and topic1 (out) = the OR list of every watched
+address (chunked). Native-coin transfers, in and out, are found by reading the range's blocks in batches
+(payments/native.py), and coin forwarded by contracts through one batch of balances for the network's
+native-coin orders. What leaves a deposit address is classified by payments/outflows.py.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from django.utils import timezone
 
 from payments.credits import TRANSFER_TOPIC, Transfer, address_topic, credit_record, topic_address
 from payments.models import Asset, Network, PaymentRequest, PaymentStatus, ScanCursor
-from payments.native import chunks, top_level_transfers, unexplained_balance_transfers
+from payments.native import chunks, top_level_moves, unexplained_balance_transfers
 from payments.networks import network_health_record, rpc_client
+from payments.outflows import outflow_record, outflows_reconfirm
 from payments.reconfirm import credits_reconfirm
 from payments.rpc import Head, RpcClient, RpcUnavailable
 from payments.settle import payment_settle, payment_settle_after_deep_reorg
@@ -39,6 +41,7 @@ class PassReport:
     to_block: int = -1
     logs: int = 0
     credited: int = 0
+    outflows: int = 0  # transfers out of watched addresses recorded now (refunds sent, sweeps, unexpected)
     removed: int = 0
     disputed: int = 0  # credits the RPC providers disagree about, left as they were
     payments: set[int] = field(default_factory=set)  # payment ids whose credits changed or aged
@@ -47,7 +50,8 @@ class PassReport:
     def __str__(self) -> str:
         return (
             f"{self.network}: blocks {self.from_block}-{self.to_block} (head {self.head}, final {self.final}), "
-            f"{self.logs} logs, {self.credited} credited, {self.removed} removed, {self.disputed} disputed, "
+            f"{self.logs} logs, {self.credited} credited, {self.outflows} outflows, {self.removed} removed, "
+            f"{self.disputed} disputed, "
             f"{len(self.deep_reorgs)} deep reorgs, {len(self.payments)} settled"
         )
 
@@ -130,8 +134,9 @@ def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.d
     watched = watched_payments(now)
     cursor = _cursor(network, head, watched)
     if watched:
-        _scan_new_blocks(network, client, cursor, head, watched, report)
+        _scan_new_blocks(network, client, cursor, head, watched, report, now)
     checked = credits_reconfirm(network=network, client=client, head=head.number, final=final, now=now)
+    outflows_reconfirm(network=network, client=client, head=head.number, final=final, now=now)
     report.payments |= checked.payments
     report.removed += checked.removed
     report.disputed += checked.disputed
@@ -146,7 +151,7 @@ def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.d
     return report
 
 
-def _scan_new_blocks(network, client, cursor, head, watched, report) -> None:
+def _scan_new_blocks(network, client, cursor, head, watched, report, now) -> None:
     by_address = {payment.address.lower(): payment for payment in watched}
     topics = [address_topic(address) for address in sorted(by_address)]
     tokens = {asset.contract.lower(): asset for asset in Asset.objects.filter(network=network, contract__isnull=False)}
@@ -158,13 +163,18 @@ def _scan_new_blocks(network, client, cursor, head, watched, report) -> None:
         if start > head.number:
             break
         end = min(start + network.max_block_range - 1, head.number)
-        transfers = _token_transfers(network, client, tokens, topics, start, end, by_address, report)
+        transfers, outflows = _token_transfers(network, client, tokens, topics, start, end, by_address, report)
         if native is not None:  # any watched address: coin sent to a token order's address goes to review
-            transfers += top_level_transfers(
+            coin_in, coin_out = top_level_moves(
                 network=network, client=client, asset=native, start=start, end=end, addresses=set(by_address)
             )
+            transfers += coin_in
+            outflows += coin_out
         for transfer in transfers:
             _record(by_address, transfer, report)
+        for transfer in outflows:
+            if outflow_record(payment=by_address[transfer.sender], transfer=transfer, now=now) is not None:
+                report.outflows += 1
         # Only now, with the range stored, may the cursor move past it.
         cursor.next_block = max(cursor.next_block, end + 1)
         cursor.save(update_fields=["next_block"])
@@ -185,25 +195,29 @@ def _record(by_address: dict, transfer: Transfer, report: PassReport) -> None:
         report.payments.add(payment.pk)
 
 
-def _token_transfers(network, client, tokens, topics, start, end, by_address, report) -> list[Transfer]:
-    """Every ERC-20 Transfer to a watched address, from any contract: a token the shop does not sell (USDC.e,
-    USDT0, anything) is recorded too, and goes to a reviewer as a wrong asset."""
-    transfers = []
+def _token_transfers(
+    network, client, tokens, topics, start, end, by_address, report
+) -> tuple[list[Transfer], list[Transfer]]:
+    """(in, out): every ERC-20 Transfer to a watched address, from any contract (a token the shop does not sell,
+    USDC.e, USDT0, anything, is recorded too, and goes to a reviewer as a wrong asset), and every one from a
+    watched address. One HTTP request per chunk of addresses: the two filters travel in one batch."""
+    transfers, outflows = [], []
     for topic_chunk in chunks(topics, ADDRESSES_PER_LOGS_CALL):
-        logs = client.call(
-            "eth_getLogs",
-            [{"fromBlock": hex(start), "toBlock": hex(end), "topics": [TRANSFER_TOPIC, None, topic_chunk]}],
-        )
-        report.logs += len(logs)
-        missing_times = {log["blockNumber"] for log in logs if "blockTimestamp" not in log}
+        window = {"fromBlock": hex(start), "toBlock": hex(end)}
+        logs_in, logs_out = client.batch([
+            ("eth_getLogs", [{**window, "topics": [TRANSFER_TOPIC, None, topic_chunk]}]),
+            ("eth_getLogs", [{**window, "topics": [TRANSFER_TOPIC, topic_chunk]}]),
+        ])
+        report.logs += len(logs_in)
+        missing_times = {log["blockNumber"] for log in logs_in + logs_out if "blockTimestamp" not in log}
         times = _block_timestamps(client, missing_times)
-        for entry in logs:
+        for entry, found, watched_topic in [(e, transfers, 2) for e in logs_in] + [(e, outflows, 1) for e in logs_out]:
             if entry.get("removed") or len(entry["topics"]) != 3:
                 continue  # a removed log is a reorg's leftover; a 4-topic Transfer is an ERC-721
-            recipient = topic_address(entry["topics"][2])
-            if recipient not in by_address:
+            if topic_address(entry["topics"][watched_topic]) not in by_address:
                 continue
-            transfers.append(
+            recipient = topic_address(entry["topics"][2])
+            found.append(
                 Transfer(
                     network=network,
                     asset=tokens.get(entry["address"].lower()),
@@ -219,7 +233,7 @@ def _token_transfers(network, client, tokens, topics, start, end, by_address, re
                     raw=entry,
                 )
             )
-    return transfers
+    return transfers, outflows
 
 
 def _block_timestamps(client: RpcClient, numbers: Iterable[str]) -> dict[str, str]:

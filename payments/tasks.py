@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import smtplib
 
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
@@ -13,6 +14,7 @@ from django.utils import timezone
 from config.jobs.task import job_task
 from payments.models import Network, PaymentRequest
 from payments.networks import rpc_urls
+from payments.outflows import outflow_alert_send
 from payments.rpc import RpcError
 from payments.scan import scan_network
 from payments.settle import payment_settle, payments_out_of_step
@@ -74,3 +76,12 @@ def notice_verify_task(notice_id: int) -> None:
         network_id = PaymentRequest.objects.filter(pk=payment_id).values_list("asset__network_id", flat=True).first()
         if network_id is not None:
             scan_network_task.delay(network_id)
+
+
+@job_task(
+    acks_late=True, autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError), retry_backoff=True,
+    max_retries=8,
+)
+def outflow_alert_task(outflow_id: int) -> int:
+    """Staff hear of money that left a deposit address unexplained (payments/outflows.py)."""
+    return outflow_alert_send(outflow_id=outflow_id)

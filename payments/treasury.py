@@ -9,16 +9,15 @@ to the treasury (`TREASURY_ADDRESS_<NETWORK>`, else `TREASURY_ADDRESS`; with nei
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
 from bip_utils import Bip44, Bip44Changes, Bip44Coins
 from django.conf import settings
-from eth_utils import is_checksum_address, to_checksum_address
+from eth_utils import is_address, to_checksum_address
 
 from payments.addresses import key_fingerprint
 from payments.models import Network, PaymentRequest, PaymentStatus, RefundStatus
-from payments.networks import rpc_client
+from payments.networks import rpc_client, treasury_address
 from payments.rpc import RpcClient
 
 GAS_ACCOUNT_PATH = "m/44'/60'/0'/1/0"  # the account's internal chain, index 0: derivable from the xpub
@@ -29,13 +28,6 @@ NATIVE_TRANSFER_GAS = 21_000
 BALANCE_OF = "0x70a08231"  # balanceOf(address)
 OPEN = (RefundStatus.AWAITING_ADDRESS, RefundStatus.PENDING_APPROVAL)
 REJECTED = PaymentStatus.REJECTED
-
-
-def treasury_address(network: Network) -> str | None:
-    """TREASURY_ADDRESS_<SLUG> (this network) or TREASURY_ADDRESS; a value that is not EIP-55 is ignored."""
-    slug = network.slug.upper().replace("-", "_")
-    value = (os.environ.get(f"TREASURY_ADDRESS_{slug}") or os.environ.get("TREASURY_ADDRESS") or "").strip()
-    return value if is_checksum_address(value) else None
 
 
 def gas_account_address(xpub: str | None = None) -> str:
@@ -80,7 +72,8 @@ def _balances(client: RpcClient, wanted: list[tuple[str, str]]) -> list[int]:
 
 def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
     client = client or rpc_client(network)
-    treasury = treasury_address(network)
+    configured = treasury_address(network)
+    treasury = to_checksum_address(configured) if is_address(configured) else None
     payments = _plannable(network)
     wanted = [(payment, contract) for payment in payments for contract in sorted(_assets_on(payment))]
     balances = _balances(client, [(payment.address, contract) for payment, contract in wanted])

@@ -10,4 +10,5 @@ urlpatterns = [
     path("", views.console, name="console"),
     path("orders/<str:reference>/prepare/", views.prepare, name="prepare"),
     path("runs/<int:run_id>/", views.run_report, name="run"),
+    path("outflows/<int:outflow_id>/acknowledge/", views.outflow_acknowledged, name="outflow_acknowledge"),
 ]

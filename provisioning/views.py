@@ -8,6 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from payments.models import UnexpectedOutflow
+from payments.outflows import outflow_acknowledge
 from provisioning.models import Node, PreparationRun, RunStatus
 from provisioning.prepare import PreparationError, preparation_start
 from shop.models import Order, OrderStatus
@@ -31,6 +33,10 @@ def console(request: HttpRequest) -> HttpResponse:
             "failed": failed,
             "active": active,
             "nodes": Node.objects.all(),
+            # Money that left a deposit address for neither a refund nor the treasury (payments/outflows.py).
+            "outflows": UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True).select_related(
+                "payment__order", "network"
+            ),
             "refresh_seconds": 5 if preparing else None,
         },
     )
@@ -47,6 +53,17 @@ def prepare(request: HttpRequest, reference: str) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{order.reference}: preparation started")
+    return redirect("provisioning:console")
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+@require_POST
+def outflow_acknowledged(request: HttpRequest, outflow_id: int) -> HttpResponse:
+    """Someone has looked into an unexpected outflow: it leaves the console, its row keeps who and when."""
+    outflow = get_object_or_404(UnexpectedOutflow, pk=outflow_id)
+    if outflow_acknowledge(outflow_id=outflow.pk, by=request.user.get_username()):
+        messages.success(request, f"outflow {outflow.tx_hash}: acknowledged")
     return redirect("provisioning:console")
 
 

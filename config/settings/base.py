@@ -238,6 +238,11 @@ SCAN_INTERVAL_SECONDS = env_int("SCAN_INTERVAL_SECONDS", 15)
 # Money due back that is worth less than this (in USD) opens no refund by itself: dust anyone can send to a
 # public address. A reviewer can still refund it; a token the shop does not sell always waits for one.
 REFUND_MIN_USD = Decimal(env_str("REFUND_MIN_USD", "1.00"))
+# Where the treasurer sweeps deposit addresses: a transfer out to it is a sweep, not a leak. Per network,
+# TREASURY_ADDRESS_<NETWORK> overrides it (read by payments.networks, as CHAIN_RPC_URLS_<NETWORK> is).
+TREASURY_ADDRESS = env_str("TREASURY_ADDRESS", "")
+# Who hears of money leaving a deposit address unexplained (it may mean a leaked key); ADMINS when empty.
+STAFF_ALERT_EMAILS = env_list("STAFF_ALERT_EMAILS", [])
 # A background job (an email, a payment check, a preparation run...) not run this long after its change
 # committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
 JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)

@@ -30,7 +30,7 @@ def treasurers_key(settings, monkeypatch, tmp_path):
     seed = Bip39SeedGenerator(MNEMONIC).Generate()
     account = Bip44.FromSeed(seed, Bip44Coins.ETHEREUM).Purpose().Coin().Account(0)
     settings.PAYMENTS_XPUB = account.PublicKey().ToExtended()
-    monkeypatch.setenv("TREASURY_ADDRESS", TREASURY)
+    settings.TREASURY_ADDRESS = TREASURY
     path = tmp_path / "mnemonic.txt"
     path.write_text(MNEMONIC + "\n")
     path.chmod(0o600)

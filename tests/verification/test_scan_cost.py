@@ -49,7 +49,7 @@ def test_a_scan_pass_makes_the_same_rpc_calls_for_1_and_for_200_open_orders(chai
     assert report_1.to_block - report_1.from_block == report_200.to_block - report_200.from_block
     assert (report_1.logs, report_1.credited) == (report_200.logs, report_200.credited) == (2, 2)
     assert (calls_200, requests_200) == (calls_1, requests_1)
-    # head, chain id, safe, one eth_getLogs, one block read per block of the range (native coin, batched),
-    # and the two credits' receipts: nothing per open order
+    # head, chain id, safe, one batch of two eth_getLogs (transfers in and out), one block read per block of the
+    # range (native coin in and out, batched), and the two credits' receipts: nothing per open order
     blocks = report_1.to_block - report_1.from_block + 1
-    assert calls_1 <= 4 + blocks + 2
+    assert calls_1 <= 5 + blocks + 2

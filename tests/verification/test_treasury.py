@@ -32,8 +32,8 @@ def get(client, url: str, token: str | None):
 
 
 @pytest.fixture
-def treasury_set(monkeypatch):
-    monkeypatch.setenv("TREASURY_ADDRESS", TREASURY)
+def treasury_set(settings):
+    settings.TREASURY_ADDRESS = TREASURY
     return TREASURY
 
 
@@ -99,8 +99,8 @@ def test_the_plan_pays_approved_refunds_sweeps_the_rest_and_leaves_what_is_not_f
     assert plan["gas_estimate_wei"] == (4 * 65_000 + 3 * 21_000) * plan["gas_price_wei"]
 
 
-def test_without_a_treasury_address_only_refunds_are_planned(chain, customer, scan_pass, client, monkeypatch):
-    monkeypatch.delenv("TREASURY_ADDRESS", raising=False)
+def test_without_a_treasury_address_only_refunds_are_planned(chain, customer, scan_pass, client, settings):
+    settings.TREASURY_ADDRESS = ""
     reviewer, treasurer = staff("reviewer", "rita"), staff("treasurer", "tom")
     placed = customer.order()
     chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) + EXCESS)
