@@ -38,6 +38,17 @@ def derive_address(index: int, xpub: str | None = None) -> str:
     return node.PublicKey().ToAddress()
 
 
+def gas_account_address(xpub: str | None = None) -> str:
+    """The treasurer's gas account, m/44'/60'/0'/1/0 (the internal chain): the server can name it, not spend."""
+    return _internal_first(xpub or settings.PAYMENTS_XPUB)
+
+
+@lru_cache(maxsize=4)
+def _internal_first(xpub: str) -> str:
+    account = Bip44.FromExtendedKey(xpub, Bip44Coins.ETHEREUM)
+    return account.Change(Bip44Changes.CHAIN_INT).AddressIndex(0).PublicKey().ToAddress()
+
+
 def key_fingerprint(xpub: str | None = None) -> str:
     """A stable, non-secret name for the account key, so indexes of two keys never collide."""
     return hashlib.sha256((xpub or settings.PAYMENTS_XPUB).encode()).hexdigest()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from payments.addresses import gas_account_address
 from payments.models import Asset, Credit, CreditKind, Network, PaymentRequest
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class Transfer:
 
 
 def credit_kind(payment: PaymentRequest, transfer: Transfer) -> str:
+    if transfer.sender.lower() == gas_account_address().lower():
+        return CreditKind.GAS  # the treasurer's signer topping up gas: the shop's own coin, never the customer's
     if transfer.network.chain_id != payment.chain_id:
         return CreditKind.WRONG_NETWORK
     if transfer.asset is None or transfer.asset.pk != payment.asset_id:

@@ -1,5 +1,5 @@
-"""The books: one row per on-chain movement of the shop's money (credits in, refunds out), oldest first, for
-treasurers and reviewers (`GET /api/v1/treasury/ledger.csv`, and the admin's Ledger page)."""
+"""The books: one row per on-chain movement of the shop's money (credits in; refunds, sweeps and unexpected
+outflows out), oldest first, for treasurers and reviewers (`GET /api/v1/treasury/ledger.csv`, `/admin/ledger/`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import io
 from decimal import Decimal
 
 from payments.fields import format_units
-from payments.models import Credit, Refund, RefundStatus
+from payments.models import Asset, Credit, CreditKind, Refund, RefundStatus, Sweep, UnexpectedOutflow
 
 COLUMNS = [
     "time",
@@ -33,7 +33,7 @@ def _credit_row(credit: Credit) -> dict:
     whole = Decimal(format_units(int(credit.amount_base_units), decimals)) if decimals is not None else None
     return {
         "time": credit.block_timestamp,
-        "kind": "credit",
+        "kind": "gas" if credit.kind == CreditKind.GAS else "credit",
         "order": payment.order.reference,
         "network": credit.network.slug,
         "asset": credit.asset.symbol if credit.asset else "",
@@ -63,6 +63,23 @@ def _refund_row(refund: Refund) -> dict:
     }
 
 
+def _outflow_row(row: Sweep | UnexpectedOutflow, kind: str, assets: dict) -> dict:
+    asset = assets.get((row.chain_id, row.token_contract.lower()))
+    return {
+        "time": row.created_at,
+        "kind": kind,
+        "order": row.payment.order.reference,
+        "network": row.network.slug,
+        "asset": asset.symbol if asset else "",
+        "contract": row.token_contract,
+        "amount": format_units(int(row.amount_base_units), asset.decimals) if asset else "",
+        "amount_base_units": -int(row.amount_base_units),
+        "usd_value_at_quote": "",
+        "tx_hash": row.tx_hash,
+        "block": row.block_number,
+    }
+
+
 def ledger_rows(*, start: dt.date | None = None, end: dt.date | None = None) -> list[dict]:
     """Movements whose time falls within [start, end] (whole UTC days), oldest first."""
     credits = Credit.objects.on_chain().select_related("payment__order", "network", "asset")
@@ -77,7 +94,12 @@ def ledger_rows(*, start: dt.date | None = None, end: dt.date | None = None) -> 
         .select_related("payment__order", "network")
         .prefetch_related("events")
     )
+    assets = {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
+    sweeps = Sweep.objects.filter(removed_at__isnull=True).select_related("payment__order", "network")
+    outflows = UnexpectedOutflow.objects.select_related("payment__order", "network")
     rows = [_credit_row(credit) for credit in credits] + [_refund_row(refund) for refund in refunds]
+    rows += [_outflow_row(sweep, "sweep", assets) for sweep in sweeps]
+    rows += [_outflow_row(outflow, "unexpected_outflow", assets) for outflow in outflows]
     rows = [row for row in rows if _within(row["time"], start, end)]
     return sorted(rows, key=lambda row: (row["time"], row["kind"], row["tx_hash"]))
 

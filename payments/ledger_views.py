@@ -12,7 +12,7 @@ from django.template.response import TemplateResponse
 from payments.ledger import COLUMNS, ledger_rows
 from payments.models import Network
 
-KINDS = ("credit", "refund")
+KINDS = ("credit", "gas", "refund", "sweep", "unexpected_outflow")
 
 
 def _day(raw: str) -> dt.date | None:

@@ -264,6 +264,7 @@ class CreditKind(models.TextChoices):
     LATE = "late", _("After the deadline")
     WRONG_NETWORK = "wrong_network", _("On another network")
     WRONG_ASSET = "wrong_asset", _("Another token or coin")
+    GAS = "gas", _("Gas for a refund or sweep, from the shop's gas account")
 
 
 class CreditQuerySet(models.QuerySet):

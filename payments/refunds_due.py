@@ -45,7 +45,8 @@ STRAY = "stray"  # final transfers of another asset or network: never the order'
 def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope: str) -> list[dict]:
     """What must go back, per asset, for one of the scopes above. Transfers that do not pay the order:
     another asset or network, late, or after the payment was settled."""
-    on_chain = [credit for credit in credits if credit.on_chain]
+    # The shop's own gas top-ups are never due back to anyone.
+    on_chain = [credit for credit in credits if credit.on_chain and credit.kind != CreditKind.GAS]
     if scope == ALL:
         return _by_asset(on_chain)
     if scope == AFTER_SETTLEMENT:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from bip_utils import Bip44, Bip44Changes, Bip44Coins
-from django.conf import settings
 from eth_utils import is_address, to_checksum_address
 
-from payments.addresses import key_fingerprint
+from payments.addresses import gas_account_address, key_fingerprint
 from payments.models import Network, PaymentRequest, PaymentStatus, RefundStatus
 from payments.networks import rpc_client, treasury_address
 from payments.rpc import RpcClient
@@ -28,11 +26,6 @@ NATIVE_TRANSFER_GAS = 21_000
 BALANCE_OF = "0x70a08231"  # balanceOf(address)
 OPEN = (RefundStatus.AWAITING_ADDRESS, RefundStatus.PENDING_APPROVAL)
 REJECTED = PaymentStatus.REJECTED
-
-
-def gas_account_address(xpub: str | None = None) -> str:
-    account = Bip44.FromExtendedKey(xpub or settings.PAYMENTS_XPUB, Bip44Coins.ETHEREUM)
-    return account.Change(Bip44Changes.CHAIN_INT).AddressIndex(0).PublicKey().ToAddress()
 
 
 def deposit_path(payment: PaymentRequest) -> str:

@@ -4,14 +4,17 @@ made; every balance checked on-chain afterwards, to the base unit."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
 from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
+from django.core import mail
 from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 
-from payments.models import Refund
+from payments.models import Refund, Sweep, UnexpectedOutflow
 from payments.rpc import RpcClient
 from payments.treasury import gas_account_address
 from tests.signer.chain import MNEMONIC, run_signer
@@ -115,6 +118,21 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     assert balance(url, chain.usdc, paid["payment"]["address"]) == 0
     assert balance(url, chain.usdt, stray["payment"]["address"]) == 0
     assert balance(url, chain.usdc, stray["payment"]["address"]) == units(stray)
+    # And once the transfers are final, the scan sees them: both refunds confirmed (each customer emailed once),
+    # both sweeps recorded, nothing unexpected (the gas top-ups came in, the fees are not outflows)
+    chain.mine(3)
+    scan_pass()
+    scan_pass()
+    assert set(Refund.objects.values_list("status", flat=True)) == {"confirmed"}
+    assert {r.tx_hash for r in Refund.objects.all()} == {t["tx_hash"] for t in sent if t["kind"] == "refund"}
+    assert sorted(int(s.amount_base_units) for s in Sweep.objects.all()) == sorted([units(overpaid), units(paid)])
+    assert not UnexpectedOutflow.objects.exists()
+    confirmed = [m.subject for m in mail.outbox if "your refund is confirmed" in m.subject]
+    assert sorted(confirmed) == sorted(f"Order {p['reference']}: your refund is confirmed" for p in (overpaid, stray))
+    # And the books show every movement: four credits and three gas top-ups in, two refunds and two sweeps out
+    ledger = client.get("/api/v1/treasury/ledger.csv", headers={"Authorization": f"Token {treasurer}"})
+    kinds = [row["kind"] for row in csv.DictReader(io.StringIO(ledger.content.decode()))]
+    assert sorted(kinds) == ["credit"] * 4 + ["gas"] * 3 + ["refund"] * 2 + ["sweep"] * 2
     # And a second run sends nothing more
     again = run_signer(
         tmp_path / "plan.json", treasurers_key, url, "--json", str(tmp_path / "run.json"), directory=tmp_path
