@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from payments.lifecycle import payment_note
 from payments.models import (
     Asset,
     CreditKind,
@@ -28,7 +29,9 @@ from payments.models import (
 )
 from payments.quotes import QuoteError, usd_rate
 from payments.refund_address import refund_address_check
+from payments.refunds_due import ALL, refunds_due_compute
 from shop.input_errors import OrderInputError
+from shop.models import OrderStatus
 from shop.outbox import email_enqueue
 
 R = RefundStatus
@@ -79,7 +82,7 @@ def _reason(payment: PaymentRequest, entry: dict) -> str:
         return RefundReason.WRONG_ASSET
     if any(credit.kind == CreditKind.LATE for credit in credits):
         return RefundReason.LATE
-    if payment.status == PaymentStatus.REJECTED:
+    if payment.status == PaymentStatus.REJECTED or payment.order.status == OrderStatus.CANCELLED:
         return RefundReason.CANCELLED
     return RefundReason.OVERPAID
 
@@ -109,6 +112,19 @@ def refunds_follow(*, payment: PaymentRequest, now: dt.datetime, reason: str = "
         elif open_row is None and want > 0:
             opened.append(_refund_open(payment=payment, entry=due[key], amount=want, now=now, reason=reason))
     return opened
+
+
+def refunds_open_all(*, payment: PaymentRequest, actor: str, reason: str, now: dt.datetime) -> list[Refund]:
+    """Everything that arrived goes back (the order was cancelled after money came): decided now, like a
+    reviewer's rejection, so what is due no longer follows the chain. The caller holds the payment's lock."""
+    credits = list(payment.credits.on_chain().select_related("network", "asset"))
+    if not credits:
+        return []
+    payment.refunds_due = refunds_due_compute(payment=payment, credits=credits, scope=ALL)
+    payment.refund_decided_at = now
+    payment.save(update_fields=["refunds_due", "refund_decided_at"])
+    payment_note(payment=payment, actor=actor, reason=f"refund of everything: {reason}", now=now)
+    return refunds_follow(payment=payment, now=now, reason=reason)
 
 
 def _worth_refunding(payment: PaymentRequest, entry: dict) -> bool:

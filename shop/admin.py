@@ -7,8 +7,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from config.admin_base import ReadOnlyInline, details_asked, reason_asked
 from payments.models import PaymentRequest
+from shop.cancellation import order_cancel_with_refunds
 from shop.models import Duration, LotSpec, Order, OrderEvent, Preparation, Reservation
-from shop.orders import OrderInputError, TransitionNotAllowed, order_cancel, order_hold_extend
+from shop.orders import OrderInputError, TransitionNotAllowed, order_hold_extend
 from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
 
 
@@ -154,7 +155,9 @@ class OrderAdmin(admin.ModelAdmin):
     def cancel_orders(self, request: HttpRequest, queryset: QuerySet[Order]) -> None:
         for order in queryset:
             try:
-                order_cancel(order_id=order.pk, actor=request.user.get_username(), reason="cancelled in the admin")
+                order_cancel_with_refunds(
+                    order_id=order.pk, actor=request.user.get_username(), reason="cancelled in the admin"
+                )
             except TransitionNotAllowed:
                 self.message_user(
                     request, f"{order.reference}: cannot be cancelled from {order.status}", messages.WARNING

@@ -279,3 +279,34 @@ def test_a_reviewer_opens_a_goodwill_refund_in_the_payments_own_asset(chain, cus
     # A goodwill refund is the reviewer's, not the chain's: the next settlement leaves it as it is
     scan_pass()
     assert Refund.objects.get(pk=refund.pk).status == "awaiting_address"
+
+
+def test_a_paid_order_cancelled_in_the_admin_refunds_everything_that_arrived(chain, customer, scan_pass, client):
+    from django.contrib.auth import get_user_model
+
+    from shop.models import Order
+
+    # Given a paid order (exactly), and an unpaid one
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    unpaid = customer.order()
+    assert not Refund.objects.exists()
+    admin = get_user_model().objects.create_superuser("ada", "ada@example.org", "a-long-admin-password")
+    client.force_login(admin)
+
+    # When staff cancel both in the admin
+    orders = Order.objects.filter(reference__in=[placed["reference"], unpaid["reference"]])
+    answer = client.post(
+        "/admin/shop/order/", {"action": "cancel_orders", "_selected_action": [o.pk for o in orders]}, follow=True
+    )
+
+    # Then both are cancelled, and the paid one's money is due back in full, as a cancellation
+    assert answer.status_code == 200
+    assert set(Order.objects.filter(pk__in=orders).values_list("status", flat=True)) == {"cancelled"}
+    (refund,) = Refund.objects.all()
+    assert (refund.payment.order.reference, refund.reason, int(refund.amount_base_units)) == (
+        placed["reference"], "cancelled", units(placed)
+    )
+    assert payment_of(placed).events.last().reason.startswith("refund of everything: order cancelled")

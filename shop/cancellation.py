@@ -1,0 +1,21 @@
+"""Cancelling an order in the admin: the order stops, and whatever its customer paid opens refunds, in one
+transaction (lock order: nodes, payment, order). Above both the order domain and payments, as placing is."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from payments.models import PaymentRequest
+from payments.refunds import refunds_open_all
+from shop.orders import order_cancel
+from shop.payment_outcome import order_outcome_locks
+
+
+def order_cancel_with_refunds(*, order_id: int, actor: str, reason: str) -> None:
+    with transaction.atomic():
+        order_outcome_locks()
+        payment = PaymentRequest.objects.select_for_update().filter(order_id=order_id).first()
+        order_cancel(order_id=order_id, actor=actor, reason=reason)
+        if payment is not None:
+            refunds_open_all(payment=payment, actor=actor, reason=f"order cancelled: {reason}", now=timezone.now())
