@@ -140,3 +140,41 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     assert again.returncode == 0, again.stdout + again.stderr
     assert balance(url, chain.usdc, TREASURY) == units(overpaid) + units(paid)
     assert len(sent) >= 4
+
+
+def test_a_token_the_shop_does_not_sell_is_paid_back_in_that_token(
+    treasurers_key, chain, customer, scan_pass, client, tmp_path, foreign_token
+):
+    from payments.review import Decision, payment_review_decide
+
+    reviewer, treasurer = staff("reviewer", "rita"), staff("treasurer", "tom")
+    # Given a paid order whose address also received 7 units of an 18-decimal token the shop does not sell
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.wallet.pay_token(foreign_token, placed["payment"]["address"], 7 * 10**18)
+    chain.mine(2)
+    scan_pass()
+    # And a reviewer marks it for refund (a stranger's token never opens one by itself), the customer gives an
+    # address, the reviewer approves it
+    payment_review_decide(payment_id=payment_of(placed).pk, decision=Decision.REFUND, reason="theirs", reviewer="rita")
+    refund = Refund.objects.get(payment=payment_of(placed))
+    assert (refund.symbol, refund.decimals, int(refund.amount_base_units)) == ("", None, 7 * 10**18)
+    refund_approved(client, placed, refund, reviewer)
+    chain.wallet.pay_native(gas_account_address(), 10**18)
+
+    # When the treasurer runs the signer with the network's plan
+    plan = client.get("/api/v1/treasury/plan/?network=local", headers={"Authorization": f"Token {treasurer}"})
+    items = plan.json()["items"]
+    (item,) = [item for item in items if (item["contract"] or "").lower() == foreign_token.lower()]
+    assert (item["asset"], item["sweep_base_units"]) == ("", 0)  # a payment in review: nothing of it is swept
+    (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
+    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path)
+
+    # Then the customer has the 7 tokens back, to the base unit, and the scan confirms the refund
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert balance(chain.node.url, foreign_token, CUSTOMER_WALLET) == 7 * 10**18
+    assert balance(chain.node.url, foreign_token, placed["payment"]["address"]) == 0
+    chain.mine(3)
+    scan_pass()
+    scan_pass()
+    assert Refund.objects.get(pk=refund.pk).status == "confirmed"
