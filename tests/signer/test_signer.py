@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import fcntl
 import json
+import sys
 
 import pytest
 from eth_account import Account
 
-from tests.servers import Anvil
+from tests.servers import ROOT, Anvil
 from tests.signer.chain import (
     ETH,
     GAS_PATH,
+    MNEMONIC,
     OTHER_MNEMONIC,
     Chain,
     deposit_path,
@@ -375,3 +377,28 @@ def test_an_address_holding_a_token_and_the_coin_sweeps_the_coin_first(chain, pl
     )
     assert chain.eth(address) == top_up["amount"] - token_fees
     assert chain.tokens(people["treasury"]) == TOKEN_DEPOSIT - TOKEN_REFUND and chain.tokens(address) == 0
+
+
+def test_the_treasurer_gets_the_servers_xpub_and_gas_account_from_the_mnemonic_file(tmp_path):
+    import subprocess
+
+    from payments.addresses import derive_address, gas_account_address
+
+    words = tmp_path / "mnemonic.txt"
+    words.write_text(MNEMONIC + "\n")
+    words.chmod(0o644)
+    refused = subprocess.run(
+        [sys.executable, "-m", "payments.signer.xpub", "--mnemonic-file", str(words)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert refused.returncode == 2 and "chmod 600" in refused.stderr and "xpub" not in refused.stdout
+    words.chmod(0o600)
+    done = subprocess.run(
+        [sys.executable, "-m", "payments.signer.xpub", "--mnemonic-file", str(words)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    xpub = done.stdout.splitlines()[0].removeprefix("PAYMENTS_XPUB=")
+    # What the server derives from that xpub is what the signer derives from the mnemonic
+    assert derive_address(3, xpub) == derived(deposit_path(3))
+    assert gas_account_address(xpub) == derived(GAS_PATH) and derived(GAS_PATH) in done.stdout
