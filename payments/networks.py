@@ -15,22 +15,10 @@ from django.utils.translation import ngettext
 from payments.models import Asset, Finality, Network, Rate
 from payments.price_feeds import SOURCE_PREFIX, feed_rate
 from payments.quotes import fresh_rate_cutoff
-from payments.rpc import RpcClient
+from payments.rpc_config import rpc_client, rpc_env_name, rpc_urls  # noqa: F401 - re-exported for callers
 
 # Sent when a network's health record goes from up to down or back: what offers networks drops its copy.
 network_health_changed = Signal()
-
-
-def rpc_env_name(slug: str) -> str:
-    return "CHAIN_RPC_URLS_" + slug.upper().replace("-", "_")
-
-
-def rpc_urls(network: Network) -> list[str]:
-    """Comma-separated URLs from CHAIN_RPC_URLS_<SLUG>; the local chain has a default."""
-    raw = os.environ.get(rpc_env_name(network.slug))
-    if raw is None and network.slug == "local":
-        raw = settings.DEFAULT_LOCAL_RPC_URL
-    return [url.strip() for url in (raw or "").split(",") if url.strip()]
 
 
 def treasury_address(network: Network) -> str:
@@ -38,10 +26,6 @@ def treasury_address(network: Network) -> str:
     TREASURY_ADDRESS; empty when neither is set (then every outflow but a refund is unexpected)."""
     raw = os.environ.get("TREASURY_ADDRESS_" + network.slug.upper().replace("-", "_")) or settings.TREASURY_ADDRESS
     return (raw or "").strip().lower()
-
-
-def rpc_client(network: Network) -> RpcClient:
-    return RpcClient(rpc_urls(network), max_head_age=network.max_head_age_seconds)
 
 
 def priceable_assets(now: dt.datetime) -> QuerySet[Asset]:

@@ -20,6 +20,7 @@ from eth_utils import function_signature_to_4byte_selector
 
 from payments.models import Asset, Network, Rate
 from payments.rpc import RpcClient, RpcError
+from payments.rpc_config import rpc_client
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,6 @@ class FeedPrice:
 
 
 def _feed_client(network: Network) -> RpcClient:
-    # Imported here: payments.networks imports payments.quotes, which imports this module.
-    from payments.networks import rpc_client
-
     return rpc_client(network)
 
 
