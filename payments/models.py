@@ -414,13 +414,9 @@ class RefundEvent(TransitionEvent):
         return f"refund {self.refund_id}: {self.from_status or '-'} -> {self.to_status}"
 
 
-class Sweep(models.Model):
-    """A transfer out of a deposit address to the network's treasury, as the chain showed it.
+class Outflow(models.Model):
+    """A transfer out of a deposit address, as the chain showed it: one row per transfer (chain, tx, log)."""
 
-    `final` and `removed_at` are set only by payments.outflows (final by the network's rule; removed by a reorg)."""
-
-    payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="sweeps")
-    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="sweeps")
     chain_id = models.PositiveBigIntegerField()
     token_contract = models.CharField(max_length=42, blank=True, help_text="The token's contract; empty for the coin.")
     to_address = models.CharField(max_length=42)
@@ -428,8 +424,20 @@ class Sweep(models.Model):
     tx_hash = models.CharField(max_length=66)
     log_index = models.IntegerField(help_text="-1 for a native-coin transfer (no log).")
     block_number = models.PositiveBigIntegerField()
-    block_hash = models.CharField(max_length=66)
     created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+
+class Sweep(Outflow):
+    """A transfer out of a deposit address to the network's treasury.
+
+    `final` and `removed_at` are set only by payments.outflows (final by the network's rule; removed by a reorg)."""
+
+    payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="sweeps")
+    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="sweeps")
+    block_hash = models.CharField(max_length=66)
     final = models.BooleanField(default=False)
     removed_at = models.DateTimeField(null=True, blank=True)
 
@@ -443,21 +451,13 @@ class Sweep(models.Model):
         return f"sweep {self.tx_hash}:{self.log_index} from {self.payment_id}"
 
 
-class UnexpectedOutflow(models.Model):
+class UnexpectedOutflow(Outflow):
     """Money that left a deposit address for neither an approved refund nor the treasury: perhaps a leaked key.
 
     `acknowledged_at`/`acknowledged_by` are written only by payments.outflows.outflow_acknowledge."""
 
     payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="unexpected_outflows")
     network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="unexpected_outflows")
-    chain_id = models.PositiveBigIntegerField()
-    token_contract = models.CharField(max_length=42, blank=True, help_text="The token's contract; empty for the coin.")
-    to_address = models.CharField(max_length=42)
-    amount_base_units = BaseUnitsField()
-    tx_hash = models.CharField(max_length=66)
-    log_index = models.IntegerField(help_text="-1 for a native-coin transfer (no log).")
-    block_number = models.PositiveBigIntegerField()
-    created_at = models.DateTimeField(default=timezone.now)
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     acknowledged_by = models.CharField(max_length=150, blank=True)
 
