@@ -31,10 +31,26 @@ from payments.rpc import RpcError
 from payments.treasury import treasury_plan
 
 
-class IsPaymentReviewer(permissions.BasePermission):
+class HasPermission(permissions.BasePermission):
+    """Staff whose role grants `required` (any of them)."""
+
+    required: tuple[str, ...] = ()
+
     def has_permission(self, request: Request, view) -> bool:
         user = request.user
-        return bool(user and user.is_authenticated and user.has_perm("payments.review_payment"))
+        return bool(user and user.is_authenticated and any(user.has_perm(p) for p in self.required))
+
+
+class IsPaymentReviewer(HasPermission):
+    required = ("payments.review_payment",)
+
+
+class IsTreasurer(HasPermission):
+    required = ("payments.plan_treasury",)
+
+
+class SeesLedger(HasPermission):
+    required = ("payments.view_ledger",)
 
 
 class DecisionInput(serializers.Serializer):
@@ -81,24 +97,6 @@ class RefundDecisionApi(APIView):
         except RefundDecisionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response({"id": refund.pk, "status": refund.status})
-
-
-class HasPermission(permissions.BasePermission):
-    """Staff whose role grants `required` (any of them)."""
-
-    required: tuple[str, ...] = ()
-
-    def has_permission(self, request: Request, view) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated and any(user.has_perm(p) for p in self.required))
-
-
-class IsTreasurer(HasPermission):
-    required = ("payments.plan_treasury",)
-
-
-class SeesLedger(HasPermission):
-    required = ("payments.view_ledger",)
 
 
 class TreasuryPlanApi(APIView):

@@ -127,12 +127,17 @@ def refunds_open_all(*, payment: PaymentRequest, actor: str, reason: str, now: d
     return refunds_follow(payment=payment, now=now, reason=reason)
 
 
+def _entry_asset(entry: dict) -> Asset | None:
+    """The shop's asset of one `refunds_due` entry (its chain and contract); None for a token it does not sell."""
+    assets = Asset.objects.select_related("network").filter(network__chain_id=entry["chain_id"])
+    contract = entry["contract"]
+    return (assets.filter(contract__iexact=contract) if contract else assets.filter(contract__isnull=True)).first()
+
+
 def _worth_refunding(payment: PaymentRequest, entry: dict) -> bool:
     """Opened by the money alone only for an asset the shop sells, worth REFUND_MIN_USD or more: anyone can send
     dust, or a token of their own making, to a public address; a reviewer opens those when they are real."""
-    assets = Asset.objects.filter(network__chain_id=entry["chain_id"])
-    contract = entry["contract"]
-    asset = (assets.filter(contract__iexact=contract) if contract else assets.filter(contract__isnull=True)).first()
+    asset = _entry_asset(entry)
     if asset is None:
         return False
     whole = Decimal(int(entry["base_units"])).scaleb(-asset.decimals)
@@ -147,9 +152,7 @@ def _worth_refunding(payment: PaymentRequest, entry: dict) -> bool:
 
 
 def _refund_open(*, payment: PaymentRequest, entry: dict, amount: int, now: dt.datetime, reason: str) -> Refund:
-    assets = Asset.objects.select_related("network").filter(network__chain_id=entry["chain_id"])
-    contract = entry["contract"]
-    asset = (assets.filter(contract__iexact=contract) if contract else assets.filter(contract__isnull=True)).first()
+    asset = _entry_asset(entry)
     network = asset.network if asset else payment.asset.network
     refund = Refund.objects.create(
         payment=payment,

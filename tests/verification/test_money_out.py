@@ -11,18 +11,14 @@ import json
 import pytest
 from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
 from django.core import mail
-from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 
 from payments.models import Refund, Sweep, UnexpectedOutflow
 from payments.rpc import RpcClient
 from payments.treasury import gas_account_address
 from tests.signer.chain import MNEMONIC, run_signer
-from tests.verification.helpers import ORDERS_URL, payment_of, units
+from tests.verification.helpers import payment_of, units
+from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, TREASURY, refund_approved, staff
 
-TREASURY = "0x8ba1f109551bD432803012645Ac136ddd64DBA72"
-CUSTOMER_WALLET = "0x52908400098527886E0F7030069857D2E4169EE7"
-EXCESS = 2_500_000
 STRAY_USDT = 3_000_000
 
 
@@ -40,36 +36,12 @@ def treasurers_key(settings, monkeypatch, tmp_path):
     return path
 
 
-def staff(role: str, name: str) -> str:
-    call_command("add_staff", name, "--role", role, "--password", f"a-long-{role}-password")
-    from django.contrib.auth import get_user_model
-
-    return Token.objects.create(user=get_user_model().objects.get(username=name)).key
-
-
 def balance(url: str, token: str | None, address: str) -> int:
     client = RpcClient([url])
     if token is None:
         return int(client.call("eth_getBalance", [address, "latest"]), 16)
     data = "0x70a08231" + address.lower()[2:].rjust(64, "0")
     return int(client.call("eth_call", [{"to": token, "data": data}, "latest"]), 16)
-
-
-def refund_approved(client, placed: dict, refund: Refund, reviewer: str) -> None:
-    given = client.post(
-        f"{ORDERS_URL}{placed['reference']}/refunds/{refund.pk}/address/",
-        {"address": CUSTOMER_WALLET},
-        content_type="application/json",
-        headers={"X-Order-Token": placed["access_token"]},
-    )
-    assert given.status_code == 200, given.content
-    approved = client.post(
-        f"/api/v1/refunds/{refund.pk}/approve/",
-        {"reason": "checked on the explorer"},
-        content_type="application/json",
-        headers={"Authorization": f"Token {reviewer}"},
-    )
-    assert approved.status_code == 200, approved.content
 
 
 def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balances_on_chain(

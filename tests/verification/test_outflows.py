@@ -23,8 +23,8 @@ from tests.perf.bulk import FIRST_BULK_INDEX, open_orders_bulk
 from tests.servers import rpc
 from tests.verification.chain import GAS, MAX_FEE, Wallet
 from tests.verification.helpers import payment_of, units
+from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, overpaid, refund_approved, staff
 from tests.verification.rpc_proxy import RpcProxy
-from tests.verification.test_refunds import CUSTOMER_WALLET, EXCESS, decide, give_address, overpaid, staff
 
 # A well-known BIP-39 test vector: its keys guard nothing anywhere.
 TEST_MNEMONIC = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
@@ -68,8 +68,7 @@ def paid(chain, customer, scan_pass, **fields) -> dict:
 
 def approved_refund(chain, customer, scan_pass, client) -> tuple[dict, Refund]:
     placed, refund = overpaid(chain, customer, scan_pass)
-    assert give_address(client, placed, refund.pk, CUSTOMER_WALLET).status_code == 200
-    assert decide(client, refund.pk, "approve", staff("reviewer", "rita")).status_code == 200
+    refund_approved(client, placed, refund, staff("reviewer", "rita"))
     refund.refresh_from_db()
     assert refund.status == "approved"
     return placed, refund

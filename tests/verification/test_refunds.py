@@ -9,47 +9,11 @@ from __future__ import annotations
 
 import pytest
 from django.core import mail
-from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 
 from payments.models import Refund, RefundStatus
 from payments.review import Decision, payment_review_decide
-from tests.verification.helpers import ORDERS_URL, payment_of, units
-
-EXCESS = 2_500_000  # 2.5 USDC
-
-
-def staff(role: str, name: str) -> str:
-    call_command("add_staff", name, "--role", role, "--password", f"a-long-{role}-password")
-    from django.contrib.auth import get_user_model
-
-    return Token.objects.create(user=get_user_model().objects.get(username=name)).key
-
-
-def overpaid(chain, customer, scan_pass) -> tuple[dict, Refund]:
-    placed = customer.order()
-    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) + EXCESS)
-    chain.mine(1)
-    scan_pass()
-    return placed, Refund.objects.get(payment=payment_of(placed))
-
-
-def give_address(client, placed: dict, refund_id: int, address: str, token: str | None = None):
-    return client.post(
-        f"{ORDERS_URL}{placed['reference']}/refunds/{refund_id}/address/",
-        {"address": address},
-        content_type="application/json",
-        headers={"X-Order-Token": token or placed["access_token"]},
-    )
-
-
-def decide(client, refund_id: int, verb: str, token: str | None, reason: str = "checked the transfer"):
-    headers = {"Authorization": f"Token {token}"} if token else {}
-    return client.post(f"/api/v1/refunds/{refund_id}/{verb}/", {"reason": reason}, content_type="application/json",
-                       headers=headers)
-
-
-CUSTOMER_WALLET = "0x52908400098527886E0F7030069857D2E4169EE7"  # EIP-55's own example, checksummed
+from tests.verification.helpers import payment_of, units
+from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, decide, give_address, overpaid, staff
 
 
 def test_an_overpayment_opens_a_refund_of_the_exact_excess_the_customer_gives_an_address_and_a_reviewer_approves(

@@ -7,24 +7,12 @@ import csv
 import io
 
 import pytest
-from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 
 from payments.addresses import derive_address
 from payments.models import Refund
 from payments.treasury import gas_account_address
-from tests.verification.helpers import ORDERS_URL, payment_of, units
-
-TREASURY = "0x8ba1f109551bD432803012645Ac136ddd64DBA72"
-CUSTOMER_WALLET = "0x52908400098527886E0F7030069857D2E4169EE7"
-EXCESS = 2_500_000
-
-
-def staff(role: str, name: str) -> str:
-    call_command("add_staff", name, "--role", role, "--password", f"a-long-{role}-password")
-    from django.contrib.auth import get_user_model
-
-    return Token.objects.create(user=get_user_model().objects.get(username=name)).key
+from tests.verification.helpers import payment_of, units
+from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, TREASURY, refund_approved, staff
 
 
 def get(client, url: str, token: str | None):
@@ -35,23 +23,6 @@ def get(client, url: str, token: str | None):
 def treasury_set(settings):
     settings.TREASURY_ADDRESS = TREASURY
     return TREASURY
-
-
-def approved_refund(client, placed: dict, reviewer: str) -> Refund:
-    refund = Refund.objects.get(payment=payment_of(placed))
-    answer = client.post(
-        f"{ORDERS_URL}{placed['reference']}/refunds/{refund.pk}/address/",
-        {"address": CUSTOMER_WALLET},
-        content_type="application/json",
-        headers={"X-Order-Token": placed["access_token"]},
-    )
-    assert answer.status_code == 200, answer.content
-    decided = client.post(
-        f"/api/v1/refunds/{refund.pk}/approve/", {"reason": "checked"}, content_type="application/json",
-        headers={"Authorization": f"Token {reviewer}"},
-    )
-    assert decided.status_code == 200, decided.content
-    return refund
 
 
 def test_the_plan_pays_approved_refunds_sweeps_the_rest_and_leaves_what_is_not_final_or_not_decided(
@@ -71,7 +42,7 @@ def test_the_plan_pays_approved_refunds_sweeps_the_rest_and_leaves_what_is_not_f
     unconfirmed = customer.order()
     chain.wallet.pay_token(chain.usdc, unconfirmed["payment"]["address"], units(unconfirmed))
     scan_pass()  # seen, not final
-    refund = approved_refund(client, overpaid, reviewer)
+    refund = refund_approved(client, overpaid, Refund.objects.get(payment=payment_of(overpaid)), reviewer)
 
     # When the treasurer asks for the local network's plan
     answer = get(client, "/api/v1/treasury/plan/?network=local", treasurer)
@@ -106,7 +77,7 @@ def test_without_a_treasury_address_only_refunds_are_planned(chain, customer, sc
     chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) + EXCESS)
     chain.mine(1)
     scan_pass()
-    approved_refund(client, placed, reviewer)
+    refund_approved(client, placed, Refund.objects.get(payment=payment_of(placed)), reviewer)
 
     plan = get(client, "/api/v1/treasury/plan/?network=local", treasurer).json()
 
