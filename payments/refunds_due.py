@@ -40,6 +40,7 @@ ALL = "all"  # all the money on the order's address: a rejected payment, a refun
 UNNEEDED = "unneeded"  # the excess of its own asset over the quote, and every transfer that does not pay it
 AFTER_SETTLEMENT = "after_settlement"  # what arrived once a reviewer accepted the rest
 STRAY = "stray"  # final transfers of another asset or network: never the order's, whatever happens to it
+FINAL = "final"  # every final transfer: late money for an order whose lots are gone, so none of it is the order's
 
 
 def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope: str) -> list[dict]:
@@ -53,6 +54,8 @@ def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope
         return _by_asset(credit for credit in on_chain if credit.after_settlement)
     if scope == STRAY:
         return _by_asset(credit for credit in on_chain if credit.kind in FOREIGN and credit.final)
+    if scope == FINAL:
+        return _by_asset(credit for credit in on_chain if credit.final)
     paying = [credit for credit in on_chain if credit.counted and credit.kind == CreditKind.MATCH]
     others = [credit for credit in on_chain if credit not in paying]
     due = _by_asset(others)

@@ -9,13 +9,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from payments.lifecycle import REVIEWER_TRANSITIONS, payment_note, payment_transition
-from payments.models import PaymentRequest, PaymentStatus
+from payments.models import PaymentRequest, PaymentStatus, RefundReason
 from payments.refunds import refunds_follow
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
 from shop.input_errors import OrderInputError
 from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome
 
 P = PaymentStatus
+# Refunds that give back the money meant to pay the order.
+GIVEN_BACK = (RefundReason.LATE, RefundReason.CANCELLED)
 
 
 class ReviewError(Exception):
@@ -78,6 +80,8 @@ def _accept(review: Review) -> None:
     if not review.credits:
         raise ReviewError("Nothing arrived at this address: there is nothing to accept.")
     _refuse_unless_allowed(payment, P.CONFIRMED)
+    if payment.refunds.committed().filter(reason__in=GIVEN_BACK).exists():
+        raise ReviewError("This money is being refunded (a refund of it was approved): it cannot also pay the order.")
     payment.reviewed_at, payment.reviewed_by, payment.settled_at = now, review.reviewer, now
     if payment.refund_decided_at is None:
         payment.refunds_due = []  # what is on the address now is accepted; later money is due back

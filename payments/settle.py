@@ -9,6 +9,7 @@
 | matching and final, sum > quote           | overpaid      | paid; excess flagged for refund |
 | matching and final, sum < quote           | underpaid     | needs_review; lots held as they were |
 | any after the deadline                    | late          | needs_review; lots held as they were |
+| ... and the order's lots are gone         | late          | needs_review; all of it due back at once (refund) |
 | any on another network or in another token| wrong_network | needs_review; lots held as they were |
 "Lots held as they were": until the payment window's end (or a reviewer's extension), or without an end once
 the full amount was seen. A top-up to the same address completes an underpayment.
@@ -32,9 +33,9 @@ from django.utils import timezone
 from payments.lifecycle import payment_note, payment_transition
 from payments.models import CreditKind, PaymentRequest, PaymentStatus
 from payments.refunds import refunds_follow
-from payments.refunds_due import AFTER_SETTLEMENT, STRAY, UNNEEDED, refunds_due_compute
+from payments.refunds_due import AFTER_SETTLEMENT, FINAL, STRAY, UNNEEDED, refunds_due_compute
 from shop.outbox import email_enqueue
-from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
+from shop.payment_outcome import OrderPaymentOutcome, order_lots_gone, order_payment_outcome
 
 log = logging.getLogger(__name__)
 P = PaymentStatus
@@ -130,11 +131,20 @@ def _figures_from_credits(payment: PaymentRequest, credits: list, now: dt.dateti
     payment.received_base_units = received
     payment.confirmations = confirmations
     if payment.refund_decided_at is None:  # until a reviewer decides, what is due back follows the chain
-        settled = payment.settled_at is not None
-        # Unsettled, only money in another asset or network is surely not the order's: due back once final.
-        scope = (AFTER_SETTLEMENT if reviewed else UNNEEDED) if settled else STRAY
+        scope = _due_scope(payment, status, now)
         payment.refunds_due = refunds_due_compute(payment=payment, credits=credits, scope=scope)
     return status
+
+
+def _due_scope(payment: PaymentRequest, status: str, now: dt.datetime) -> str:
+    """Which money is surely not the order's, before anyone decides. Settled: the excess (or, once a reviewer
+    accepted, what came after). Unsettled: money in another asset or network; and all of it when it came late
+    for an order whose lots are gone, since no reviewer could serve that order now."""
+    if payment.settled_at is not None:
+        return AFTER_SETTLEMENT if payment.reviewed_at is not None else UNNEEDED
+    if status == P.LATE and payment.reviewed_at is None and order_lots_gone(order_id=payment.order_id, now=now):
+        return FINAL
+    return STRAY
 
 
 def _review_lapse_if_money_gone(payment: PaymentRequest, credits: list) -> None:

@@ -103,6 +103,15 @@ ORDER_PAYMENT_OUTCOMES: dict[str, OutcomeRule] = {
 }
 
 
+def order_lots_gone(*, order_id: int, now: dt.datetime) -> bool:
+    """The order could not be served now: the holds it still has and the free lots together are fewer than it
+    bought (its lots were released and sold, or their nodes left the fleet). Money that arrives late for such an
+    order goes back without waiting for anyone."""
+    order = Order.objects.only("lots").get(pk=order_id)
+    held = capacity.live_reservations(now).filter(order_id=order_id).count()
+    return held + capacity.lots_available(now) < order.lots
+
+
 def order_outcome_locks() -> None:
     """The locks an outcome that may hold lots again needs, taken first (lock order: nodes, payment, order)."""
     capacity.lock_sellable_nodes()

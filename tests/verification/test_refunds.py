@@ -7,12 +7,17 @@ another order, a customer or an operator trying a reviewer's decision.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.core import mail
+from django.utils import timezone
 
-from payments.models import Refund, RefundStatus
-from payments.review import Decision, payment_review_decide
-from tests.verification.helpers import payment_of, units
+from payments.models import PaymentRequest, Refund, RefundStatus
+from payments.review import Decision, ReviewError, payment_review_decide
+from shop.models import Reservation
+from shop.orders import orders_expire_overdue
+from tests.verification.helpers import ORDERS_URL, order_of, payment_of, units
 from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, decide, give_address, overpaid, staff
 
 
@@ -201,11 +206,69 @@ def test_dust_opens_no_refund_and_a_token_the_shop_does_not_sell_waits_for_a_rev
     assert opened == {("USDT", chain.usdt.lower(), 500_000, 6), ("", foreign_token.lower(), 7 * 10**18, None)}
 
 
+def _expired_then_paid_late(chain, customer, scan_pass, *, lots_taken: bool) -> dict:
+    """An order whose window ended (its lot released), then, optionally, its lot sold to someone else, then its
+    full amount arrives late and becomes final."""
+    placed = customer.order()
+    past = timezone.now() - dt.timedelta(minutes=1)
+    Reservation.objects.filter(order=order_of(placed)).update(expires_at=past)
+    PaymentRequest.objects.filter(order=order_of(placed)).update(expires_at=past)
+    orders_expire_overdue()
+    if lots_taken:  # another customer buys the only node (no node added for them)
+        body = {**customer.order_payload, "network": "local", "asset": "USDC"}
+        assert customer.client.post(ORDERS_URL, body, content_type="application/json").status_code == 201
+    mail.outbox.clear()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    return placed
+
+
+def test_a_late_payment_whose_lots_are_gone_opens_a_refund_of_all_of_it_by_itself(chain, customer, scan_pass):
+    # Given an expired order whose only lot was sold to another customer, paid in full after the deadline
+    placed = _expired_then_paid_late(chain, customer, scan_pass, lots_taken=True)
+
+    # Then a refund of everything that arrived opens at once, as late, and the customer is asked for an address
+    (refund,) = Refund.objects.all()
+    assert (refund.reason, refund.status, int(refund.amount_base_units), refund.symbol) == (
+        "late", "awaiting_address", units(placed), "USDC"
+    )
+    assert [m.subject for m in mail.outbox] == [
+        f"Order {placed['reference']}: your payment needs attention",
+        f"Order {placed['reference']}: a refund is due to you",
+    ]
+    # And a reviewer still sees the payment: the refund is paid only once they approve it
+    assert (payment_of(placed).status, order_of(placed).status) == ("late", "needs_review")
+
+
+def test_a_late_payment_whose_lots_are_still_free_waits_for_a_reviewer_without_a_refund(
+    chain, customer, scan_pass
+):
+    # Given the same, but nobody bought the lot in between
+    placed = _expired_then_paid_late(chain, customer, scan_pass, lots_taken=False)
+
+    # Then nothing is refunded by itself: a reviewer may still accept the money and serve the order
+    assert (payment_of(placed).status, Refund.objects.count()) == ("late", 0)
+    payment_review_decide(payment_id=payment_of(placed).pk, decision=Decision.ACCEPT, reason="free", reviewer="rita")
+    assert (order_of(placed).status, Refund.objects.count()) == ("paid", 0)
+
+
+def test_late_money_being_refunded_cannot_also_be_accepted(chain, customer, scan_pass, client):
+    # Given a late payment whose lots were gone, its refund approved by a reviewer
+    placed = _expired_then_paid_late(chain, customer, scan_pass, lots_taken=True)
+    (refund,) = Refund.objects.all()
+    give_address(client, placed, refund.pk, CUSTOMER_WALLET)
+    assert decide(client, refund.pk, "approve", staff("reviewer", "rita")).status_code == 200
+
+    # When a reviewer (another one, or the same later) tries to accept the same money for the order
+    with pytest.raises(ReviewError, match="being refunded"):
+        payment_review_decide(payment_id=payment_of(placed).pk, decision=Decision.ACCEPT, reason="ok", reviewer="sam")
+
+    # Then the money is not counted twice: the order is not paid and the refund stays owed
+    assert (order_of(placed).status, Refund.objects.get().status) == ("needs_review", "approved")
+
+
 def test_a_late_payment_rejected_by_a_reviewer_is_refunded_in_full_as_late(chain, customer, scan_pass):
-    import datetime as dt
-
-    from django.utils import timezone
-
     placed = customer.order()
     payment_of(placed).__class__.objects.filter(pk=payment_of(placed).pk).update(
         expires_at=timezone.now() - dt.timedelta(minutes=5)
