@@ -197,10 +197,14 @@ class PaymentRequestAdmin(admin.ModelAdmin):
                 warning = f"{payment.order}: more decimals than {payment.asset.symbol} has"
                 self.message_user(request, warning, messages.WARNING)
                 continue
-            refund = refund_goodwill_open(
-                payment_id=payment.pk, amount_base_units=int(units), reviewer=request.user.get_username(),
-                reason=answers["reason"],
-            )
+            try:
+                refund = refund_goodwill_open(
+                    payment_id=payment.pk, amount_base_units=int(units), reviewer=request.user.get_username(),
+                    reason=answers["reason"],
+                )
+            except ValueError as exc:  # more than the address has left to give
+                self.message_user(request, f"{payment.order}: {exc}", messages.WARNING)
+                continue
             self.message_user(request, f"{payment.order}: goodwill refund {refund.pk} opened")
         return None
 

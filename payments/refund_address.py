@@ -3,7 +3,8 @@ cannot be used or where it only comes back to the shop.
 
 Refused: anything that is not an EIP-55 checksummed address (a checksum catches a mistyped character; a wallet
 shows its address that way), the zero address, a token contract (a transfer to it is lost), and the shop's own
-deposit addresses (the money would come back as a new credit). A contract that is not a token (a multisig
+deposit addresses (the money would come back as a new credit), its treasury and its gas account (the money
+would stay with the shop, booked as a sweep or a top-up). A contract that is not a token (a multisig
 wallet) is accepted.
 """
 
@@ -12,8 +13,9 @@ from __future__ import annotations
 from django.utils.translation import gettext as _
 from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
 
+from payments.addresses import gas_account_address
 from payments.models import Network, PaymentRequest
-from payments.networks import rpc_client
+from payments.networks import rpc_client, treasury_address
 from payments.rpc import RpcError, RpcResponseError
 from shop.input_errors import OrderInputError
 
@@ -35,6 +37,10 @@ def refund_address_check(address: str, *, network: Network) -> str:
         raise OrderInputError("address", _("The zero address burns what is sent to it: give your own address."))
     if PaymentRequest.objects.filter(address__iexact=address).exists():
         raise OrderInputError("address", _("This is one of the shop's own deposit addresses: give your own."))
+    if address.lower() == treasury_address(network):
+        raise OrderInputError("address", _("This is the shop's treasury, not your wallet: give your own address."))
+    if address.lower() == gas_account_address().lower():
+        raise OrderInputError("address", _("This is the shop's gas account, not your wallet: give your own address."))
     if _is_token_contract(address, network):
         raise OrderInputError("address", _("This is a token contract, not a wallet: give your wallet's address."))
     return to_checksum_address(address)

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from payments.fields import format_units
 from payments.lifecycle import payment_note
 from payments.models import (
     Asset,
@@ -183,6 +184,12 @@ def refund_goodwill_open(*, payment_id: int, amount_base_units: int, reviewer: s
     with transaction.atomic():
         payment = PaymentRequest.objects.select_for_update().select_related("asset__network").get(pk=payment_id)
         asset = payment.asset
+        left = _left_to_give(payment)
+        if amount_base_units > left:
+            raise ValueError(
+                f"A goodwill refund is at most {format_units(max(left, 0), payment.decimals)} {asset.symbol}: what"
+                " arrived in it, less what is already promised back or has left the address."
+            )
         refund = Refund.objects.create(
             payment=payment,
             reason=RefundReason.GOODWILL,
@@ -201,6 +208,24 @@ def refund_goodwill_open(*, payment_id: int, amount_base_units: int, reviewer: s
         )
         email_enqueue(order_id=payment.order_id, name="refund_opened", params={"refund_id": refund.pk})
     return refund
+
+
+def _left_to_give(payment: PaymentRequest) -> int:
+    """What the address can still give back in the payment's own asset: what arrived, less the refunds not
+    rejected, the sweeps and the unexpected outflows. The caller holds the payment's lock."""
+    same = {"chain_id": payment.chain_id, "token_contract__iexact": payment.contract or ""}
+    arrived = payment.credits.on_chain().exclude(kind=CreditKind.GAS).filter(**same)
+    gone = (
+        payment.refunds.exclude(status=R.REJECTED).filter(**same),
+        payment.sweeps.filter(removed_at__isnull=True, **same),
+        payment.unexpected_outflows.filter(**same),
+    )
+    return _total(arrived) - sum(_total(rows) for rows in gone)
+
+
+def _total(rows) -> int:
+    """The sum of a queryset's amounts, exact: summed in Python, never as a float."""
+    return sum(int(amount) for amount in rows.values_list("amount_base_units", flat=True))
 
 
 class RefundDecisionError(Exception):

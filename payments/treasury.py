@@ -26,6 +26,7 @@ NATIVE_TRANSFER_GAS = 21_000
 BALANCE_OF = "0x70a08231"  # balanceOf(address)
 OPEN = (RefundStatus.AWAITING_ADDRESS, RefundStatus.PENDING_APPROVAL)
 REJECTED = PaymentStatus.REJECTED
+HELD_BACK_REASON = "approved refunds exceed the balance: a reviewer looks at the address first"
 
 
 def deposit_path(payment: PaymentRequest) -> str:
@@ -71,7 +72,7 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
     wanted = [(payment, contract) for payment in payments for contract in sorted(_assets_on(payment))]
     balances = _balances(client, [(payment.address, contract) for payment, contract in wanted])
     symbols = {(a.contract or "").lower(): a.symbol for a in network.assets.all()}
-    items, transfers = [], defaultdict(int)
+    items, held_back, transfers = [], [], defaultdict(int)
     for (payment, contract), balance in zip(wanted, balances, strict=True):
         refunds = [
             r for r in payment.refunds.all() if r.token_contract.lower() == contract and r.chain_id == network.chain_id
@@ -81,16 +82,22 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
         owed = sum(int(r.amount_base_units) for r in approved)
         sweepable = treasury is not None and (payment.settled_at is not None or payment.status == REJECTED)
         sweep = max(0, balance - owed - held) if sweepable else 0
-        if balance == 0 or (not approved and sweep == 0) or owed > balance:
-            continue  # nothing to send, or refunds the address cannot cover (a reviewer looks again)
+        where = {
+            "address": to_checksum_address(payment.address),
+            "order": payment.order.reference,
+            "asset": symbols.get(contract, ""),
+            "contract": to_checksum_address(contract) if contract else None,
+            "balance_base_units": balance,
+        }
+        if owed > balance:  # money left the address that the refunds counted on (a leaked key?): nothing is sent
+            held_back.append({**where, "owed_base_units": owed, "reason": HELD_BACK_REASON})
+            continue
+        if balance == 0 or (not approved and sweep == 0):
+            continue  # nothing to send
         items.append(
             {
-                "address": to_checksum_address(payment.address),
+                **where,
                 "derivation_path": deposit_path(payment),
-                "order": payment.order.reference,
-                "asset": symbols.get(contract, ""),
-                "contract": to_checksum_address(contract) if contract else None,
-                "balance_base_units": balance,
                 "refunds": [
                     {"id": r.pk, "to_address": r.to_address, "amount_base_units": int(r.amount_base_units)}
                     for r in approved
@@ -113,6 +120,7 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
         "gas_price_wei": int(gas_price, 16),
         "gas_estimate_wei": gas_units * int(gas_price, 16),
         "items": items,
+        "held_back": held_back,
     }
 
 

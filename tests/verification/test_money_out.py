@@ -114,6 +114,44 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     assert len(sent) >= 4
 
 
+def test_two_equal_refunds_to_the_same_wallet_are_both_paid_and_each_confirmed_by_its_own_transfer(
+    treasurers_key, chain, customer, scan_pass, client, tmp_path
+):
+    from payments.refunds import refund_goodwill_open
+
+    reviewer, treasurer = staff("reviewer", "rita"), staff("treasurer", "tom")
+    # Given an order overpaid by 2.5 USDC, and a goodwill refund of the same 2.5 USDC, both to the same wallet
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) + EXCESS)
+    chain.mine(1)
+    scan_pass()
+    excess = Refund.objects.get(payment=payment_of(placed))
+    goodwill = refund_goodwill_open(
+        payment_id=payment_of(placed).pk, amount_base_units=EXCESS, reviewer="rita", reason="a slow hand-over"
+    )
+    refund_approved(client, placed, excess, reviewer)
+    refund_approved(client, placed, goodwill, reviewer)
+    chain.wallet.pay_native(gas_account_address(), 10**18)
+
+    # When the treasurer runs the signer on the plan
+    plan = client.get("/api/v1/treasury/plan/?network=local", headers={"Authorization": f"Token {treasurer}"})
+    (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
+    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    # Then the wallet got both (not one taken for the other), the treasury the rest
+    url = chain.node.url
+    assert balance(url, chain.usdc, CUSTOMER_WALLET) == 2 * EXCESS
+    assert balance(url, chain.usdc, TREASURY) == units(placed) - EXCESS
+    # And once final, each refund is confirmed by a transfer of its own, and nothing is unexpected
+    chain.mine(3)
+    scan_pass()
+    scan_pass()
+    confirmed = Refund.objects.filter(status="confirmed")
+    assert confirmed.count() == 2 and len({r.tx_hash for r in confirmed}) == 2
+    assert not UnexpectedOutflow.objects.exists()
+
+
 def test_a_token_the_shop_does_not_sell_is_paid_back_in_that_token(
     treasurers_key, chain, customer, scan_pass, client, tmp_path, foreign_token
 ):

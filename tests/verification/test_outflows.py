@@ -320,3 +320,28 @@ def test_watching_outflows_costs_no_rpc_call_per_open_order(chain, customer):
     calls_100, outflows_100 = counted_outflow_pass(chain, customer, open_orders=100, first_index=FIRST_BULK_INDEX + 1)
     assert outflows_1 == outflows_100 == 1
     assert calls_100 == calls_1
+
+
+def test_an_approved_refund_a_drained_address_cannot_cover_is_held_back_in_the_plan_with_why(
+    chain, customer, scan_pass, client
+):
+    # Given an approved refund of the excess, then someone with the deposit key takes everything on the address
+    placed, refund = approved_refund(chain, customer, scan_pass, client)
+    thief = deposit_wallet(chain, placed)
+    thief.transfer(chain.usdc, STRANGER, units(placed) + EXCESS)
+    scan_pass()
+
+    # When the treasurer asks for the plan
+    treasurer = staff("treasurer", "tom")
+    answer = client.get("/api/v1/treasury/plan/?network=local", headers={"Authorization": f"Token {treasurer}"})
+
+    # Then the signer is given nothing to send from that address, and the treasurer is told why, with the figures
+    assert answer.status_code == 200, answer.content
+    plan = answer.json()
+    assert plan["items"] == []
+    assert plan["held_back"] == [{
+        "address": payment_of(placed).address, "order": placed["reference"], "asset": "USDC", "contract": chain.usdc,
+        "balance_base_units": 0, "owed_base_units": EXCESS,
+        "reason": "approved refunds exceed the balance: a reviewer looks at the address first",
+    }]
+    assert Refund.objects.get(pk=refund.pk).status == "approved"

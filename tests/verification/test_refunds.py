@@ -15,10 +15,19 @@ from django.utils import timezone
 
 from payments.models import PaymentRequest, Refund, RefundStatus
 from payments.review import Decision, ReviewError, payment_review_decide
+from payments.treasury import gas_account_address
 from shop.models import Reservation
 from shop.orders import orders_expire_overdue
 from tests.verification.helpers import ORDERS_URL, order_of, payment_of, units
-from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, decide, give_address, overpaid, staff
+from tests.verification.money_out import (
+    CUSTOMER_WALLET,
+    EXCESS,
+    TREASURY,
+    decide,
+    give_address,
+    overpaid,
+    staff,
+)
 
 
 def test_an_overpayment_opens_a_refund_of_the_exact_excess_the_customer_gives_an_address_and_a_reviewer_approves(
@@ -60,8 +69,9 @@ def test_an_overpayment_opens_a_refund_of_the_exact_excess_the_customer_gives_an
 
 
 def test_a_refund_address_that_would_lose_the_money_or_return_it_to_the_shop_is_refused_on_its_field(
-    chain, customer, scan_pass, client
+    chain, customer, scan_pass, client, settings
 ):
+    settings.TREASURY_ADDRESS = TREASURY
     placed, refund = overpaid(chain, customer, scan_pass)
     another = customer.order()
     cases = {
@@ -72,6 +82,8 @@ def test_a_refund_address_that_would_lose_the_money_or_return_it_to_the_shop_is_
         "a token contract": (chain.usdc, "token contract"),
         "this order's own deposit address": (placed["payment"]["address"], "deposit addresses"),
         "another order's deposit address": (another["payment"]["address"], "deposit addresses"),
+        "the shop's treasury": (TREASURY, "treasury"),
+        "the shop's gas account": (gas_account_address(), "gas account"),
     }
     for case, (address, message) in cases.items():
         answer = give_address(client, placed, refund.pk, address)
@@ -306,6 +318,42 @@ def test_a_reviewer_opens_a_goodwill_refund_in_the_payments_own_asset(chain, cus
     # A goodwill refund is the reviewer's, not the chain's: the next settlement leaves it as it is
     scan_pass()
     assert Refund.objects.get(pk=refund.pk).status == "awaiting_address"
+
+
+def test_a_goodwill_refund_is_never_more_than_the_address_still_has_to_give(chain, customer, scan_pass, client):
+    from payments.refunds import refund_goodwill_open
+
+    # Given an order paid exactly, 1 USDC of it already promised back as goodwill
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    payment_id = payment_of(placed).pk
+    refund_goodwill_open(payment_id=payment_id, amount_base_units=1_000_000, reviewer="rita", reason="slow")
+
+    # When a reviewer opens another goodwill refund of more than the rest that arrived
+    with pytest.raises(ValueError, match="at most 1989 USDC"):
+        refund_goodwill_open(
+            payment_id=payment_id, amount_base_units=units(placed), reviewer="sam", reason="very slow"
+        )
+
+    # Or through the admin's action: a warning on the page, not an error
+    from django.contrib.auth import get_user_model
+
+    staff("reviewer", "rita")
+    client.force_login(get_user_model().objects.get(username="rita"))
+    page = client.post(
+        "/admin/payments/paymentrequest/",
+        {"action": "goodwill_refund", "_selected_action": [payment_id], "amount": "1990", "reason": "very slow"},
+        follow=True,
+    )
+    assert page.status_code == 200 and "A goodwill refund is at most 1989 USDC" in page.content.decode()
+
+    # Then nothing is opened: money that never arrived, or is promised already, is not promised twice
+    assert Refund.objects.count() == 1
+    # And the rest, exactly, can still be given
+    refund_goodwill_open(payment_id=payment_id, amount_base_units=units(placed) - 1_000_000, reviewer="sam", reason="x")
+    assert Refund.objects.count() == 2
 
 
 def test_a_paid_order_cancelled_in_the_admin_refunds_everything_that_arrived(chain, customer, scan_pass, client):
