@@ -14,7 +14,7 @@ from collections import defaultdict
 from eth_utils import is_address, to_checksum_address
 
 from payments.addresses import gas_account_address, key_fingerprint
-from payments.models import Network, PaymentRequest, PaymentStatus, RefundStatus
+from payments.models import CreditKind, Network, PaymentRequest, PaymentStatus, RefundStatus
 from payments.networks import rpc_client, treasury_address
 from payments.rpc import RpcClient
 
@@ -40,17 +40,27 @@ def _plannable(network: Network) -> list[PaymentRequest]:
         .filter(credits__isnull=False)
         .distinct()
         .select_related("order")
-        .prefetch_related("credits", "refunds")
+        .prefetch_related("credits", "refunds", "sweeps", "unexpected_outflows")
         .order_by("derivation_index")
     )
     return [p for p in payments if all(credit.final for credit in p.credits.all() if credit.on_chain)]
 
 
-def _assets_on(payment: PaymentRequest) -> set[str]:
-    """The contracts ('' for the coin) the address received, and the payment's own."""
-    contracts = {payment.contract.lower() if payment.contract else ""}
-    contracts |= {credit.token_contract.lower() for credit in payment.credits.all() if credit.on_chain}
-    return contracts
+def _assets_on(payment: PaymentRequest) -> list[str]:
+    """The contracts ('' for the coin) the address received that its books say are still on it. The books:
+    what arrived (the shop's own gas top-ups aside: fees spend them), less the refunds sent, the sweeps and the
+    unexpected outflows the scan saw. An address emptied long ago is not read again, so the plan costs what is
+    left to collect, not every address the shop ever used."""
+    left: dict[str, int] = defaultdict(int)
+    for credit in payment.credits.all():
+        if credit.on_chain and credit.kind != CreditKind.GAS:
+            left[credit.token_contract.lower()] += int(credit.amount_base_units)
+    gone = [r for r in payment.refunds.all() if r.status in (RefundStatus.SENT, RefundStatus.CONFIRMED)]
+    gone += [s for s in payment.sweeps.all() if s.removed_at is None] + list(payment.unexpected_outflows.all())
+    for row in gone:
+        left[row.token_contract.lower()] -= int(row.amount_base_units)
+    owed = {r.token_contract.lower() for r in payment.refunds.all() if r.status == RefundStatus.APPROVED}
+    return sorted(contract for contract, amount in left.items() if amount > 0 or contract in owed)
 
 
 def _balances(client: RpcClient, wanted: list[tuple[str, str]]) -> list[int]:
@@ -69,7 +79,7 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
     configured = treasury_address(network)
     treasury = to_checksum_address(configured) if is_address(configured) else None
     payments = _plannable(network)
-    wanted = [(payment, contract) for payment in payments for contract in sorted(_assets_on(payment))]
+    wanted = [(payment, contract) for payment in payments for contract in _assets_on(payment)]
     balances = _balances(client, [(payment.address, contract) for payment, contract in wanted])
     symbols = {(a.contract or "").lower(): a.symbol for a in network.assets.all()}
     items, held_back, transfers = [], [], defaultdict(int)

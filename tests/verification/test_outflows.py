@@ -18,7 +18,9 @@ from django.core.management import call_command
 
 from payments.models import Network, PaymentEvent, Refund, ScanCursor, Sweep, UnexpectedOutflow
 from payments.networks import rpc_client
+from payments.rpc import RpcClient
 from payments.scan import scan_network
+from payments.treasury import treasury_plan
 from tests.perf.bulk import FIRST_BULK_INDEX, open_orders_bulk
 from tests.servers import rpc
 from tests.verification.chain import GAS, MAX_FEE, Wallet
@@ -345,3 +347,34 @@ def test_an_approved_refund_a_drained_address_cannot_cover_is_held_back_in_the_p
         "reason": "approved refunds exceed the balance: a reviewer looks at the address first",
     }]
     assert Refund.objects.get(pk=refund.pk).status == "approved"
+
+
+class RecordingClient(RpcClient):
+    """A real client to the real node that keeps the batches it sent: which addresses the plan read."""
+
+    def __init__(self, urls: list[str]) -> None:
+        super().__init__(urls)
+        self.sent: list = []
+
+    def batch(self, calls, *args, **kwargs):
+        self.sent.extend(calls)
+        return super().batch(calls, *args, **kwargs)
+
+
+def test_the_plan_does_not_read_an_address_the_books_show_emptied(chain, customer, scan_pass):
+    # Given two paid orders, one of them swept to the treasury already (recorded by the scan)
+    swept, waiting = paid(chain, customer, scan_pass), paid(chain, customer, scan_pass)
+    deposit_wallet(chain, swept).transfer(chain.usdc, TREASURY, units(swept))
+    scan_pass()
+    assert Sweep.objects.get().payment == payment_of(swept)
+
+    # When the plan is made
+    client = RecordingClient([chain.node.url])
+    plan = treasury_plan(network=Network.objects.get(slug="local"), client=client)
+
+    # Then only the address that still holds money is read and planned: the plan's cost follows what is left to
+    # collect, not every address the shop ever used
+    read = " ".join(str(params).lower() for _method, params in client.sent)  # balanceOf carries it without 0x
+    assert payment_of(swept).address.lower()[2:] not in read
+    assert payment_of(waiting).address.lower()[2:] in read
+    assert [item["order"] for item in plan["items"]] == [waiting["reference"]]
