@@ -24,6 +24,7 @@ from config.api_errors import (
     UNSUPPORTED_MEDIA_TYPE,
 )
 from config.api_fields import TextField
+from payments.ledger import KINDS as LEDGER_KINDS
 from payments.ledger import ledger_csv, ledger_rows
 from payments.models import Network, Refund
 from payments.refunds import RefundDecisionError, refund_decide
@@ -124,6 +125,8 @@ class LedgerCsvApi(APIView):
         parameters=[
             OpenApiParameter("from", OpenApiTypes.DATE, description="First day (UTC), YYYY-MM-DD"),
             OpenApiParameter("to", OpenApiTypes.DATE, description="Last day (UTC), YYYY-MM-DD"),
+            OpenApiParameter("kind", OpenApiTypes.STR, enum=list(LEDGER_KINDS), description="One kind of movement"),
+            OpenApiParameter("network", OpenApiTypes.STR, description="One network's slug"),
         ],
         responses={(200, "text/csv"): OpenApiTypes.STR, 400: BAD_INPUT, 401: NOT_ALLOWED, 403: NOT_ALLOWED},
         summary="Every on-chain movement as CSV (treasurers and payment reviewers)",
@@ -136,9 +139,12 @@ class LedgerCsvApi(APIView):
                 days[name] = dt.date.fromisoformat(raw) if raw else None
             except ValueError:
                 errors[name] = ["A day is written YYYY-MM-DD."]
+        kind, network = str(request.query_params.get("kind", "")), str(request.query_params.get("network", ""))
+        if kind and kind not in LEDGER_KINDS:
+            errors["kind"] = [f"One of: {', '.join(LEDGER_KINDS)}."]
         if errors:
             return Response(errors, status=status.HTTP_400_BAD_REQUEST)
-        body = ledger_csv(ledger_rows(start=days["from"], end=days["to"]))
+        body = ledger_csv(ledger_rows(start=days["from"], end=days["to"], kind=kind, network=network[:40]))
         response = HttpResponse(body, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="ledger.csv"'
         return response

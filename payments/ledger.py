@@ -8,8 +8,11 @@ import datetime as dt
 import io
 from decimal import Decimal
 
+from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Coalesce
+
 from payments.fields import format_units
-from payments.models import Asset, Credit, CreditKind, Refund, RefundStatus, Sweep, UnexpectedOutflow
+from payments.models import Asset, Credit, CreditKind, Refund, RefundEvent, RefundStatus, Sweep, UnexpectedOutflow
 
 COLUMNS = [
     "time",
@@ -47,9 +50,8 @@ def _credit_row(credit: Credit) -> dict:
 
 
 def _refund_row(refund: Refund) -> dict:
-    sent = next((e.created_at for e in refund.events.all() if e.to_status == RefundStatus.SENT), refund.created_at)
     return {
-        "time": sent,
+        "time": refund.sent_at,  # when the signer's transfer was seen (annotated by ledger_rows)
         "kind": "refund",
         "order": refund.payment.order.reference,
         "network": refund.network.slug,
@@ -80,33 +82,58 @@ def _outflow_row(row: Sweep | UnexpectedOutflow, kind: str, assets: dict) -> dic
     }
 
 
-def ledger_rows(*, start: dt.date | None = None, end: dt.date | None = None) -> list[dict]:
-    """Movements whose time falls within [start, end] (whole UTC days), oldest first."""
-    credits = Credit.objects.on_chain().select_related("payment__order", "network", "asset")
+KINDS = ("credit", "gas", "refund", "sweep", "unexpected_outflow")
+
+
+def _bounds(start: dt.date | None, end: dt.date | None) -> dict:
+    """[start, end] as whole UTC days, for a `time` column: `__gte`/`__lt` lookups for the database."""
+    bounds = {}
     if start is not None:
-        credits = credits.filter(block_timestamp__gte=dt.datetime.combine(start, dt.time(), tzinfo=dt.UTC))
+        bounds["gte"] = dt.datetime.combine(start, dt.time(), tzinfo=dt.UTC)
     if end is not None:
-        credits = credits.filter(
-            block_timestamp__lt=dt.datetime.combine(end + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+        bounds["lt"] = dt.datetime.combine(end + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    return bounds
+
+
+def _in(field: str, bounds: dict) -> dict:
+    return {f"{field}__{lookup}": moment for lookup, moment in bounds.items()}
+
+
+def ledger_rows(
+    *, start: dt.date | None = None, end: dt.date | None = None, kind: str = "", network: str = ""
+) -> list[dict]:
+    """Movements whose time falls within [start, end] (whole UTC days), of one kind and network when asked,
+    oldest first. Every filter runs in the database: the books grow with every order, a page of them must not."""
+    bounds = _bounds(start, end)
+    where = {"network__slug": network} if network else {}
+    wanted = set(KINDS) if not kind else {kind}
+    rows = []
+    if wanted & {"credit", "gas"}:
+        credits = Credit.objects.on_chain().filter(**where, **_in("block_timestamp", bounds))
+        if wanted.isdisjoint({"credit"}):
+            credits = credits.filter(kind=CreditKind.GAS)
+        elif wanted.isdisjoint({"gas"}):
+            credits = credits.exclude(kind=CreditKind.GAS)
+        rows += [_credit_row(c) for c in credits.select_related("payment__order", "network", "asset")]
+    if "refund" in wanted:
+        sent_at = RefundEvent.objects.filter(refund=OuterRef("pk"), to_status=RefundStatus.SENT).values("created_at")
+        refunds = (
+            Refund.objects.filter(status__in=(RefundStatus.SENT, RefundStatus.CONFIRMED), **where)
+            .annotate(sent_at=Coalesce(Subquery(sent_at[:1]), "created_at"))
+            .filter(**_in("sent_at", bounds))
+            .select_related("payment__order", "network")
         )
-    refunds = (
-        Refund.objects.filter(status__in=(RefundStatus.SENT, RefundStatus.CONFIRMED))
-        .select_related("payment__order", "network")
-        .prefetch_related("events")
-    )
+        rows += [_refund_row(refund) for refund in refunds]
     assets = {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
-    sweeps = Sweep.objects.filter(removed_at__isnull=True).select_related("payment__order", "network")
-    outflows = UnexpectedOutflow.objects.select_related("payment__order", "network")
-    rows = [_credit_row(credit) for credit in credits] + [_refund_row(refund) for refund in refunds]
-    rows += [_outflow_row(sweep, "sweep", assets) for sweep in sweeps]
-    rows += [_outflow_row(outflow, "unexpected_outflow", assets) for outflow in outflows]
-    rows = [row for row in rows if _within(row["time"], start, end)]
+    outflows = {
+        "sweep": Sweep.objects.filter(removed_at__isnull=True),
+        "unexpected_outflow": UnexpectedOutflow.objects.all(),
+    }
+    for name, rows_of_kind in outflows.items():
+        if name in wanted:
+            chosen = rows_of_kind.filter(**where, **_in("created_at", bounds))
+            rows += [_outflow_row(row, name, assets) for row in chosen.select_related("payment__order", "network")]
     return sorted(rows, key=lambda row: (row["time"], row["kind"], row["tx_hash"]))
-
-
-def _within(moment: dt.datetime, start: dt.date | None, end: dt.date | None) -> bool:
-    day = moment.astimezone(dt.UTC).date()
-    return (start is None or day >= start) and (end is None or day <= end)
 
 
 def ledger_csv(rows: list[dict]) -> str:

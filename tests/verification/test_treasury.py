@@ -140,3 +140,33 @@ def test_the_admins_ledger_page_filters_the_same_rows_for_reviewers_only(chain, 
     page = client.get("/admin/ledger/?kind=credit&network=local").content.decode()
     assert sent.tx_hash.lower() in page and placed["reference"] in page
     assert sent.tx_hash.lower() not in client.get("/admin/ledger/?kind=refund").content.decode()
+
+
+def test_the_ledger_filters_by_kind_and_network_in_the_csv_and_pages_the_admin_view(
+    chain, customer, scan_pass, client, monkeypatch
+):
+    from django.contrib.auth import get_user_model
+
+    reviewer = staff("reviewer", "rita")
+    first, second = customer.order(), customer.order()
+    for placed in (first, second):
+        chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+
+    def rows(query: str) -> list[dict]:
+        answer = get(client, f"/api/v1/treasury/ledger.csv?{query}", reviewer)
+        assert answer.status_code == 200, answer.content
+        return list(csv.DictReader(io.StringIO(answer.content.decode())))
+
+    assert [row["kind"] for row in rows("kind=credit&network=local")] == ["credit", "credit"]
+    assert rows("kind=refund") == [] and rows("network=base") == []
+    bad = get(client, "/api/v1/treasury/ledger.csv?kind=theft", reviewer)
+    assert bad.status_code == 400 and "kind" in bad.json()
+
+    # The admin page shows one page at a time, its links keep the filters
+    monkeypatch.setattr("payments.ledger_views.PER_PAGE", 1)
+    client.force_login(get_user_model().objects.get(username="rita"))
+    page = client.get("/admin/ledger/?kind=credit").content.decode()
+    assert "page 1 of 2 (2 movements)" in page and "?kind=credit&amp;page=2" in page
+    assert "page 2 of 2" in client.get("/admin/ledger/?kind=credit&page=2").content.decode()
