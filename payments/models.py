@@ -51,6 +51,15 @@ class Network(models.Model):
         default=180, help_text="A head older than this counts as down (0: no check, for a chain idle between txs)."
     )
     max_block_range = models.PositiveIntegerField(default=1000, help_text="Blocks per eth_getLogs call.")
+    # An L2's Chainlink sequencer uptime feed: while the sequencer is down (or just back), the L2's price feeds
+    # are not updated however fresh they look, so none of them prices a quote (payments.price_feeds).
+    sequencer_uptime_feed = models.CharField(
+        max_length=42,
+        blank=True,
+        default="",
+        validators=[address_validator],
+        help_text="L2 only: Chainlink's sequencer uptime feed; empty on an L1 or where there is none.",
+    )
     # The verifier's health, written by each scan pass; a network known to be down is not offered.
     rpc_ok = models.BooleanField(null=True, blank=True, help_text="Unknown until the first scan pass.")
     rpc_checked_at = models.DateTimeField(null=True, blank=True)

@@ -1,9 +1,12 @@
 """A native coin's USD price read at quote time from its network's Chainlink aggregator (AggregatorV3Interface).
 
 Read through the shop's own RPC providers (two eth_calls in one request), cached for a short while, and refused
-unless its round is complete, its answer positive and younger than the feed's heartbeat. A refusal is never an
-exception: the caller falls back to a staff rate, then to the existing refusal. An accepted answer is recorded as
-a Rate row (source "chainlink:<address>"), once per round, so that every quote can be traced to it.
+unless its round is complete, its answer positive and younger than the feed's heartbeat. On an L2 with a
+sequencer uptime feed (`Network.sequencer_uptime_feed`), also refused while the sequencer is down and for an
+hour after it came back: its price feeds are not updated meanwhile, however fresh their last answer looks.
+A refusal is never an exception: the caller falls back to a staff rate, then to the existing refusal. An accepted
+answer is recorded as a Rate row (source "chainlink:<address>"), once per round, so that every quote can be traced
+to it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ HEARTBEAT_GRACE_SECONDS = 60
 # A chain's clock a little ahead of ours is normal; an answer from further in the future is garbage.
 FUTURE_SKEW_SECONDS = 300
 MAX_FEED_DECIMALS = 36
+# Chainlink's advice for sequencer uptime feeds: wait this long after the sequencer is back before trusting prices.
+SEQUENCER_GRACE_SECONDS = 3600
 RATE_PLACES = Decimal("0.00000001")  # Rate.usd_per_unit keeps 8 decimal places, up to 16 digits before them
 RATE_LIMIT = Decimal(10) ** 16
 
@@ -47,6 +52,7 @@ class FeedRound:
     decimals: int
     round_id: int
     answer: int
+    started_at: int  # unix seconds; for a sequencer uptime feed, when its status began
     updated_at: int  # unix seconds
     answered_in_round: int
 
@@ -67,12 +73,12 @@ def feed_round_read(client: RpcClient, feed: str) -> FeedRound:
     try:
         raw_decimals, raw_round = client.batch([("eth_call", call[0]), ("eth_call", call[1])])
         (decimals,) = decode(["uint8"], bytes.fromhex(raw_decimals.removeprefix("0x")))
-        round_id, answer, _started_at, updated_at, answered_in_round = decode(
+        round_id, answer, started_at, updated_at, answered_in_round = decode(
             ["uint80", "int256", "uint256", "uint256", "uint80"], bytes.fromhex(raw_round.removeprefix("0x"))
         )
     except (RpcError, DecodingError, ValueError, TypeError, AttributeError) as exc:
         raise FeedRefused(f"unreadable ({type(exc).__name__}: {str(exc)[:120]})") from None
-    return FeedRound(decimals, round_id, answer, updated_at, answered_in_round)
+    return FeedRound(decimals, round_id, answer, started_at, updated_at, answered_in_round)
 
 
 def feed_price(feed_round: FeedRound, *, heartbeat_seconds: int, now: dt.datetime) -> FeedPrice:
@@ -98,17 +104,36 @@ def feed_price(feed_round: FeedRound, *, heartbeat_seconds: int, now: dt.datetim
     return FeedPrice(usd, as_of)
 
 
-def _cached_round(asset: Asset) -> FeedRound | str:
+def sequencer_up(status: FeedRound, *, now: dt.datetime) -> None:
+    """FeedRefused unless the L2's sequencer is up (answer 0) and has been for SEQUENCER_GRACE_SECONDS.
+    Its age is no test: an uptime feed is written only when the status changes."""
+    if status.started_at == 0:
+        raise FeedRefused("the sequencer uptime feed's round is not initialised")
+    if status.answer != 0:
+        raise FeedRefused("the network's sequencer is down")
+    up_for = now.timestamp() - status.started_at
+    if up_for < SEQUENCER_GRACE_SECONDS:
+        raise FeedRefused(f"the sequencer is back for {int(up_for)} s only, grace {SEQUENCER_GRACE_SECONDS} s")
+
+
+def _cached_round(network: Network, feed: str) -> FeedRound | str:
     """The feed's latest round, or why it could not be read: either kept FEED_CACHE_SECONDS, so that quotes stay
     cheap and a failing feed is not asked again at every quote."""
-    key = f"price-feed:{asset.network.chain_id}:{asset.price_feed.lower()}"
+    key = f"price-feed:{network.chain_id}:{feed.lower()}"
     found = cache.get(key)
     if found is None:
         try:
-            found = feed_round_read(_feed_client(asset.network), asset.price_feed)
+            found = feed_round_read(_feed_client(network), feed)
         except (FeedRefused, RpcError) as exc:  # RpcError: no RPC URL configured
             found = str(exc) or type(exc).__name__
         cache.set(key, found, FEED_CACHE_SECONDS)
+    return found
+
+
+def _read(network: Network, feed: str) -> FeedRound:
+    found = _cached_round(network, feed)
+    if isinstance(found, str):
+        raise FeedRefused(found)
     return found
 
 
@@ -116,10 +141,11 @@ def feed_rate(asset: Asset, *, now: dt.datetime) -> FeedPrice | None:
     """The asset's price from its feed, recorded as a Rate row; None (logged) without a feed or with a refusal."""
     if not asset.price_feed:
         return None
-    found = _cached_round(asset)
+    network = asset.network
     try:
-        if isinstance(found, str):
-            raise FeedRefused(found)
+        if network.sequencer_uptime_feed:
+            sequencer_up(_read(network, network.sequencer_uptime_feed), now=now)
+        found = _read(network, asset.price_feed)
         price = feed_price(found, heartbeat_seconds=asset.price_feed_heartbeat_seconds, now=now)
     except FeedRefused as exc:
         log.warning("price feed %s of %s refused: %s", asset.price_feed, asset, exc)

@@ -263,3 +263,47 @@ def test_a_coin_priced_by_its_feed_alone_is_offered_only_while_the_feed_answers(
 def offered_assets(slug: str) -> list[Asset]:
     network = next((network for network in networks_offered() if network.slug == slug), None)
     return [] if network is None else network.offered_assets
+
+
+def uptime_feed(client: RpcClient, *, down: bool, since_seconds: int) -> str:
+    """A Chainlink L2 sequencer uptime feed (answer 0: up, 1: down; startedAt: when that status began)."""
+    feed = deploy_price_feed(client, decimals=0, description="L2 Sequencer Uptime Status Feed", answer=0)
+    set_round(client, feed, round_id=3, answer=int(down), updated_at=int(time.time()) - since_seconds)
+    return feed
+
+
+@pytest.mark.parametrize(
+    ("down", "since_seconds", "priced"),
+    [
+        (True, 7200, False),  # the sequencer is down: the L2's feeds are not updated, whatever their age says
+        (False, 600, False),  # up again ten minutes ago: within the hour's grace, answers may still be catching up
+        (False, 7200, True),  # up for two hours: the price counts
+    ],
+)
+def test_an_l2_coin_is_priced_from_its_feed_only_while_the_sequencer_is_up_past_its_grace(
+    client, feednet, down, since_seconds, priced
+):
+    # Given an L2 whose coin has a fresh feed, and the L2's sequencer uptime feed
+    feednet.sequencer_uptime_feed = uptime_feed(client, down=down, since_seconds=since_seconds)
+    feednet.save(update_fields=["sequencer_uptime_feed"])
+    eth = coin(feednet, new_feed(client))
+    cache.clear()
+
+    # When the coin is quoted
+    if priced:
+        assert usd_rate(eth).usd_per_unit == Decimal("2500.12345678")
+    else:
+        with pytest.raises(QuoteError, match="no up-to-date price"):
+            usd_rate(eth)
+        # And a staff rate still takes over, as for any refused feed
+        staff_rate(eth, "2000")
+        assert usd_rate(eth).usd_per_unit == Decimal("2000")
+
+
+def test_the_l2_mainnets_have_their_sequencer_uptime_feeds(db):
+    feeds = dict(Network.objects.exclude(sequencer_uptime_feed="").values_list("slug", "sequencer_uptime_feed"))
+    assert feeds == {
+        "arbitrum": "0xFdB631F5EE196F0ed6FAa767959853A9F217697D",
+        "base": "0xBCF85224fc0756B9Fa45aA7892530B47e10b6433",
+        "optimism": "0x371EAD81c9102C9BF4874A9075FFFf170F2Ee389",
+    }
