@@ -1,4 +1,4 @@
-"""Find my order": the page (/order/find/) and the API (POST /api/v1/orders/lookup/).
+"""Find my order: the page (/order/find/) and the API (POST /api/v1/orders/lookup/).
 
 Both answer the same way for any well-formed email, with or without orders; only a malformed email is refused
 (on the field), and past a limit per client or per email address both answer 429 with the same words.

@@ -1,4 +1,4 @@
-"""Find my order": a customer who lost their links gives an email and gets one email listing that address's orders.
+"""Find my order: a customer who lost their links gives an email and gets one email listing that address's orders.
 
 The request always does the same thing, whatever the email: it stores one background job (shop.tasks) and
 answers the same way, so neither the answer nor its timing says whether the address ever ordered. The job

@@ -28,7 +28,7 @@ def email_send_task(email_id: int) -> bool:
 
 @job_task(acks_late=True)
 def order_lookup_task(email: str) -> bool:
-    """"Find my order": stores the email listing the address's orders, if it has any."""
+    """The "Find my order" job: stores the email listing the address's orders, if it has any."""
     return order_lookup_send(email=email) is not None
 
 

@@ -1,4 +1,4 @@
-"""Find my order" in a real browser (Chromium), in English, Spanish and French: a customer who lost their link
+"""Find my order in a real browser (Chromium), in English, Spanish and French: a customer who lost their link
 follows the footer's link, gives their email (a malformed one first, refused on the field), reads the same
 confirmation as anyone would, and the email the outbox sent them carries a link that opens their order. The
 pages are checked by axe-core and the Nu HTML checker."""

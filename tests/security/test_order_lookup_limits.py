@@ -1,4 +1,5 @@
-"""Find my order" is limited per client and per email address; the limit's answer says nothing about orders."""
+"""Find my order is limited per client and per email address; the limit's answer says nothing about orders;
+the page needs its CSRF token."""
 
 from __future__ import annotations
 
@@ -54,3 +55,16 @@ def test_one_client_asking_about_many_addresses_is_limited(limits_on):
     assert Client(REMOTE_ADDR="10.0.0.9").post(FIND_URL, {"email": "x@example.org"}).status_code == 429
     # another client is not affected
     assert ask("person0@example.org", "10.0.0.10").status_code == 202
+
+
+@pytest.mark.django_db
+def test_the_find_my_order_page_needs_its_csrf_token():
+    client = Client(enforce_csrf_checks=True)
+    page = client.get(FIND_URL).content.decode()
+    token = page.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+
+    refused = client.post(FIND_URL, {"email": "ada@example.org"})
+    accepted = client.post(FIND_URL, {"email": "ada@example.org", "csrfmiddlewaretoken": token})
+
+    assert refused.status_code == 403
+    assert accepted.status_code == 302

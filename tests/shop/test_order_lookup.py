@@ -1,4 +1,4 @@
-"""Find my order": an email address gets one email listing its orders' private links; nobody learns whether an
+"""Find my order: an email address gets one email listing its orders' private links; nobody learns whether an
 address ever ordered, from the answer, its timing, or the rate limit."""
 
 from __future__ import annotations
