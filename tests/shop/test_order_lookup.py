@@ -179,3 +179,23 @@ def test_a_malformed_email_is_refused_on_its_field_and_nothing_is_queued(lookup,
 def test_an_email_sent_as_a_number_is_refused_on_its_field(lookup):
     response = Client().post(LOOKUP_URL, {"email": 12}, content_type="application/json")
     assert response.status_code == 400 and list(response.json()) == ["email"]
+
+
+def test_after_the_old_secret_key_is_retired_the_lookup_email_carries_a_fresh_link_that_opens_the_order(
+    orders, lookup, settings
+):
+    # Given an order whose emailed link was made under a key that has since been rotated out entirely
+    order = orders(email="ada@example.org")
+    lookup("ada@example.org")
+    [old_path] = links_in(mail.outbox[-1])
+    settings.SECRET_KEY = "a-new-secret-key-after-rotation-0123456789-abcdefghijklmnop"  # noqa: S105
+    settings.SECRET_KEY_FALLBACKS = []
+    assert Client().get(old_path).status_code == 404
+
+    # When the customer asks again
+    lookup("ada@example.org")
+
+    # Then the new email's link, made under the current key, opens the order
+    [new_path] = links_in(mail.outbox[-1])
+    assert new_path != old_path and order.reference in new_path
+    assert Client().get(new_path).status_code == 200
