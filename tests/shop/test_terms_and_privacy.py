@@ -74,3 +74,5 @@ def test_a_wrong_order_link_lands_on_a_page_that_leads_to_find_my_order(language
     assert page.status_code == 404
     text = page.content.decode()
     assert 'href="/order/find/"' in text and words in text
+    # and the page does not write the link's reference or token back (the language switcher goes home)
+    assert "B2-AAAA-BBBB" not in text and "0123456789abcdef" not in text
