@@ -43,7 +43,8 @@ def limits() -> dict[str, Limit]:
         "paid": Limit(settings.RATELIMIT_PAID, settings.RATELIMIT_WINDOW_S),
         "token_failures": Limit(settings.RATELIMIT_TOKEN_FAILURES, settings.RATELIMIT_WINDOW_S),
         "lookups": Limit(settings.RATELIMIT_LOOKUPS, settings.RATELIMIT_WINDOW_S),
-        "lookups_per_email": Limit(settings.RATELIMIT_LOOKUPS_PER_EMAIL, settings.RATELIMIT_WINDOW_S),
+        # Its own, longer window: it caps the emails a stranger can make one address receive.
+        "lookups_per_email": Limit(settings.RATELIMIT_LOOKUPS_PER_EMAIL, settings.RATELIMIT_LOOKUPS_EMAIL_WINDOW_S),
     }
 
 
