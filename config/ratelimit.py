@@ -1,4 +1,5 @@
-"""Per-client-IP rate limits on placing orders, "I have paid" and order-token guesses.
+"""Per-client-IP rate limits on placing orders, "I have paid", "Find my order" and order-token guesses; and per
+email address on "Find my order".
 
 Counters live in the default Django cache (`CACHE_URL`), in fixed windows. `RATELIMIT_ENABLE` is read
 at request time, so tests and load runs can flip it. A limited request gets 429 with `Retry-After`
@@ -7,6 +8,7 @@ at request time, so tests and load runs can flip it. A limited request gets 429 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -22,6 +24,8 @@ COUNTED = {
     ("shop:order_review", "POST"): "orders",
     ("api_order_paid", "POST"): "paid",
     ("shop:order_paid", "POST"): "paid",
+    ("api_order_lookup", "POST"): "lookups",
+    ("shop:order_find", "POST"): "lookups",
 }
 # Views that check an order token: a 404 counts as a failed guess, and past the limit they all answer 429.
 TOKEN_CHECKED = {"api_order_detail", "api_order_paid", "shop:order_status", "shop:order_paid", "shop:order_manifest"}
@@ -38,7 +42,15 @@ def limits() -> dict[str, Limit]:
         "orders": Limit(settings.RATELIMIT_ORDERS, settings.RATELIMIT_WINDOW_S),
         "paid": Limit(settings.RATELIMIT_PAID, settings.RATELIMIT_WINDOW_S),
         "token_failures": Limit(settings.RATELIMIT_TOKEN_FAILURES, settings.RATELIMIT_WINDOW_S),
+        "lookups": Limit(settings.RATELIMIT_LOOKUPS, settings.RATELIMIT_WINDOW_S),
+        # Its own, longer window: it caps the emails a stranger can make one address receive.
+        "lookups_per_email": Limit(settings.RATELIMIT_LOOKUPS_PER_EMAIL, settings.RATELIMIT_LOOKUPS_EMAIL_WINDOW_S),
     }
+
+
+def email_key(email: str) -> str:
+    """An email address as a counter's key: case-insensitive, and hashed so the cache holds no address."""
+    return hashlib.sha256(email.strip().lower().encode()).hexdigest()
 
 
 def client_ip(request: HttpRequest) -> str:

@@ -4,12 +4,13 @@ from django.urls import path
 
 from payments.api import LedgerCsvApi, RefundDecisionApi, TreasuryPlanApi
 from provisioning.api import OrderPrepareApi
-from shop import advisor_views, api
+from shop import advisor_views, api, lookup_views
 from shop.refund_views import RefundAddressApi
 
 urlpatterns = [
     path("catalog/", api.CatalogApi.as_view(), name="api_catalog"),
     path("orders/", api.OrderCreateApi.as_view(), name="api_order_create"),
+    path("orders/lookup/", lookup_views.OrderLookupApi.as_view(), name="api_order_lookup"),
     path("orders/<str:reference>/", api.OrderDetailApi.as_view(), name="api_order_detail"),
     path("orders/<str:reference>/paid/", api.OrderPaidApi.as_view(), name="api_order_paid"),
     path("orders/<str:reference>/prepare/", OrderPrepareApi.as_view(), name="api_order_prepare"),

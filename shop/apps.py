@@ -8,4 +8,5 @@ class ShopConfig(AppConfig):
     verbose_name = "Shop"
 
     def ready(self) -> None:
-        from shop import capacity_shown, catalog, outbox  # noqa: F401  the caches' signals; the shop's emails
+        # the caches' signals; the shop's emails
+        from shop import capacity_shown, catalog, order_lookup, outbox  # noqa: F401

@@ -131,3 +131,14 @@ class PaidForm(forms.Form):
         help_text=_("0x followed by 64 hexadecimal characters, as your wallet or the explorer shows it."),
         widget=forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off", "autocapitalize": "off"}),
     )
+
+
+class OrderFindForm(forms.Form):
+    # Django's email check refuses line breaks (no header injection); the email is never sent to this text anyway,
+    # only to the address stored with an order.
+    email = forms.EmailField(
+        label=_("Email"),
+        max_length=254,
+        help_text=_("The email address you gave when you ordered."),
+        widget=forms.EmailInput(attrs={"autocomplete": "email"}),
+    )

@@ -8,6 +8,7 @@ import smtplib
 from celery import shared_task
 
 from config.jobs.task import job_task
+from shop.order_lookup import order_lookup_send
 from shop.orders import orders_expire_overdue
 from shop.outbox import CLAIM, email_send
 
@@ -23,6 +24,12 @@ log = logging.getLogger(__name__)
 )
 def email_send_task(email_id: int) -> bool:
     return email_send(email_id=email_id)
+
+
+@job_task(acks_late=True)
+def order_lookup_task(email: str) -> bool:
+    """The "Find my order" job: stores the email listing the address's orders, if it has any."""
+    return order_lookup_send(email=email) is not None
 
 
 @shared_task(acks_late=True)

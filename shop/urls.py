@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from shop import advisor_views, views
+from shop import advisor_views, legal_views, lookup_views, views
 
 app_name = "shop"
 
@@ -12,6 +12,8 @@ urlpatterns = [
     path("order/contact/", views.order_contact, name="order_contact"),
     path("order/payment/", views.order_payment, name="order_payment"),
     path("order/review/", views.order_review, name="order_review"),
+    path("order/find/", lookup_views.order_find, name="order_find"),
+    path("order/find/sent/", lookup_views.order_find_sent, name="order_find_sent"),
     path("o/<str:reference>/<str:token>/", views.order_status, name="order_status"),
     path("o/<str:reference>/<str:token>/paid/", views.order_paid, name="order_paid"),
     path(
@@ -21,4 +23,6 @@ urlpatterns = [
     ),
     path("o/<str:reference>/<str:token>/manifest.json", views.order_manifest, name="order_manifest"),
     path("advisor/", advisor_views.advisor, name="advisor"),
+    path("terms/", legal_views.terms, name="terms"),
+    path("privacy/", legal_views.privacy, name="privacy"),
 ]

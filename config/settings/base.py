@@ -179,6 +179,10 @@ RATELIMIT_WINDOW_S = env_int("RATELIMIT_WINDOW_S", 600)
 RATELIMIT_ORDERS = env_int("RATELIMIT_ORDERS", 10)
 RATELIMIT_PAID = env_int("RATELIMIT_PAID", 30)
 RATELIMIT_TOKEN_FAILURES = env_int("RATELIMIT_TOKEN_FAILURES", 20)
+# "Find my order": per client IP, and per email address asked about (the emails a stranger can trigger).
+RATELIMIT_LOOKUPS = env_int("RATELIMIT_LOOKUPS", 10)
+RATELIMIT_LOOKUPS_PER_EMAIL = env_int("RATELIMIT_LOOKUPS_PER_EMAIL", 3)
+RATELIMIT_LOOKUPS_EMAIL_WINDOW_S = env_int("RATELIMIT_LOOKUPS_EMAIL_WINDOW_S", 3600)
 RATELIMIT_TRUSTED_PROXIES = env_int("RATELIMIT_TRUSTED_PROXIES", 0)
 
 # Email: the console by default; any SMTP server or ESP backend through the environment.

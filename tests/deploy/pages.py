@@ -68,6 +68,14 @@ def customer_pages(client: Client, *, ssh_public_key: str) -> list[Page]:
     pages.append(get(client, "review", "/order/review/"))
     with contextlib.suppress(NoReverseMatch):  # the fit advisor, where the project has one
         pages.append(get(client, "advisor", reverse("shop:advisor")))
+    with contextlib.suppress(NoReverseMatch):  # "Find my order", the terms and the privacy notice
+        pages.append(get(client, "find my order", reverse("shop:order_find")))
+        refused = client.post(reverse("shop:order_find"), {"email": "not an email"})
+        assert refused.status_code == 400, refused.content
+        pages.append(Page("find my order, refused", refused.content.decode()))
+        pages.append(get(client, "find my order, sent", reverse("shop:order_find_sent")))
+        pages.append(get(client, "terms", reverse("shop:terms")))
+        pages.append(get(client, "privacy", reverse("shop:privacy")))
     pages.append(get(client, "not found", "/no-such-page/", status=404))
     return pages
 

@@ -1,0 +1,30 @@
+"""The terms of rental and the privacy notice: what is sold, the rental clock, refunds, personal data.
+
+The figures come from the catalog and the settings the code runs with, so the pages cannot promise another
+lot, duration, payment window or refund threshold than the shop applies.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from shop.catalog import catalog_current
+
+
+def _figures() -> dict:
+    return {
+        "catalog": catalog_current(),
+        "payment_window_minutes": settings.PAYMENT_WINDOW_MINUTES,
+        "payment_watch_days": settings.PAYMENT_WATCH_DAYS,
+        "refund_min_usd": settings.REFUND_MIN_USD,
+    }
+
+
+def terms(request: HttpRequest) -> HttpResponse:
+    return render(request, "shop/terms.html", _figures())
+
+
+def privacy(request: HttpRequest) -> HttpResponse:
+    return render(request, "shop/privacy.html", _figures())

@@ -1,0 +1,72 @@
+"""Find my order is limited per client and per email address; the limit's answer says nothing about orders;
+the page needs its CSRF token."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+
+LOOKUP_URL = "/api/v1/orders/lookup/"
+FIND_URL = "/order/find/"
+
+
+@pytest.fixture
+def limits_on(settings):
+    settings.RATELIMIT_ENABLE = True
+    settings.RATELIMIT_LOOKUPS = 5
+    settings.RATELIMIT_LOOKUPS_PER_EMAIL = 2
+    settings.RATELIMIT_WINDOW_S = 600
+    settings.RATELIMIT_LOOKUPS_EMAIL_WINDOW_S = 10**9  # its own window, far longer than the per-client one
+    cache.clear()
+    yield settings
+    cache.clear()
+
+
+def ask(email: str, ip: str):
+    return Client(REMOTE_ADDR=ip).post(LOOKUP_URL, {"email": email}, content_type="application/json")
+
+
+@pytest.mark.django_db
+def test_one_address_asked_about_from_many_clients_is_limited_the_same_whether_or_not_it_ordered(
+    limits_on, placed
+):
+    # Given an address that ordered (the `placed` order's) and one that never did, each asked about twice
+    for email in ("ada@example.org", "nobody@example.org"):
+        assert [ask(email, f"10.0.0.{n}").status_code for n in (1, 2)] == [202, 202]
+
+    # When a third client asks about each, in another case
+    known, unknown = ask("ADA@example.org", "10.0.0.3"), ask("Nobody@example.org", "10.0.0.4")
+
+    # Then both are refused alike, with a sentence and Retry-After
+    assert known.status_code == unknown.status_code == 429
+    assert known.json() == unknown.json()
+    assert "Too many requests" in known.json()["detail"]
+    assert int(known["Retry-After"]) > 600  # the address's window, not the client's
+    # And the page says the same, in words
+    page = Client(REMOTE_ADDR="10.0.0.5").post(FIND_URL, {"email": "ada@example.org"})
+    assert page.status_code == 429 and b"Too many requests" in page.content
+
+
+@pytest.mark.django_db
+def test_one_client_asking_about_many_addresses_is_limited(limits_on):
+    answers = [ask(f"person{n}@example.org", "10.0.0.9").status_code for n in range(6)]
+
+    assert answers == [202] * 5 + [429]
+    # the page shares the client's budget
+    assert Client(REMOTE_ADDR="10.0.0.9").post(FIND_URL, {"email": "x@example.org"}).status_code == 429
+    # another client is not affected
+    assert ask("person0@example.org", "10.0.0.10").status_code == 202
+
+
+@pytest.mark.django_db
+def test_the_find_my_order_page_needs_its_csrf_token():
+    client = Client(enforce_csrf_checks=True)
+    page = client.get(FIND_URL).content.decode()
+    token = page.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"', 1)[0]
+
+    refused = client.post(FIND_URL, {"email": "ada@example.org"})
+    accepted = client.post(FIND_URL, {"email": "ada@example.org", "csrfmiddlewaretoken": token})
+
+    assert refused.status_code == 403
+    assert accepted.status_code == 302
