@@ -271,3 +271,36 @@ def test_what_runs_and_lies_under_subordinate_uids_an_older_useradd_gave_goes_to
     assert not container_file.exists()
     assert sleeper.wait(timeout=10) == -9
     assert sshd.entry("subuid", account) is None
+
+
+def test_a_revocation_cut_short_after_userdel_is_finished_by_the_next_one(
+    access, sshd, operator_driver, account, make_ssh_key
+):
+    # Given a revocation that stopped on a file it could not remove, then lost the account (userdel ran,
+    # as a revocation killed right after it would leave things), with the tenant's files still on the node
+    key = make_ssh_key()
+    access.grant(account, key)
+    uid = uid_of(sshd, account)
+    stuck = f"{SCRATCH}/{account}-stuck"
+    with login(sshd, account, key) as session:
+        planted = session.run(["sh", "-c", f"mkdir {stuck}; echo w > {stuck}/w; echo t > /tmp/{account}-t"], timeout=30)
+    assert planted.exit_code == 0, planted.stderr
+    assert (
+        operator_driver.run(
+            ["sh", "-c", f"mount --bind {stuck} {stuck} && mount -o remount,bind,ro {stuck}"], timeout=30
+        ).exit_code
+        == 0
+    )
+    assert access.revoke(account, scratch=(SCRATCH,)).exit_code == 1
+    operator_driver.run(["umount", stuck], timeout=30)
+    subprocess.run(["userdel", "--prefix", str(sshd.sandbox), account], check=True, capture_output=True)
+    assert sshd.entry("passwd", account) is None and files_of(operator_driver, uid, account)
+
+    # When access is revoked again
+    again = access.revoke(account, scratch=(SCRATCH,))
+
+    # Then the recorded uid's files are swept all the same, and the revocation is over
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["existed"] is True
+    assert files_of(operator_driver, uid, account) == []
+    assert json.loads(access.revoke(account).stdout)["existed"] is False
