@@ -168,7 +168,16 @@ def _revoke_on_node(grant: AccessGrant) -> None:
         elif problem := access_tool_problem(driver=driver, node=grant.node):
             # Taking access away comes first: an older copy still removes the account.
             log.warning("revoking %s with the node's own access tool: %s", grant.account, problem)
-        _access_tool(driver, grant.node, "revoke", "--account", grant.account, timeout=REVOKE_TIMEOUT_SECONDS)
+        # The tool proves the node clean (no file, process or GPU work of the account left) or exits 1 saying
+        # what is left: a DriverError, so the grant stays live and the node out of sale until a retry succeeds.
+        scratch = [arg for path in grant.node.scratch_folders() for arg in ("--scratch", path)]
+        try:
+            _access_tool(
+                driver, grant.node, "revoke", "--account", grant.account, *scratch, timeout=REVOKE_TIMEOUT_SECONDS
+            )
+        except DriverError as exc:
+            log.error("%s on %s is not revoked, the node stays with its tenant: %s", grant.account, grant.node, exc)
+            raise
 
 
 def access_revoke(*, grant_id: int) -> bool:

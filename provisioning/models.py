@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import posixpath
+
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -26,6 +29,17 @@ class NodeState(models.TextChoices):
 
 # Nodes in these states are never offered for sale.
 UNSELLABLE_STATES = (NodeState.MAINTENANCE, NodeState.FAILED, NodeState.REVOKING)
+
+
+def scratch_folders(text: str) -> list[str]:
+    """The scratch paths of a node, one a line, blank lines skipped."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def validate_scratch_paths(text: str) -> None:
+    for path in scratch_folders(text):
+        if not path.startswith("/") or posixpath.normpath(path) != path:
+            raise ValidationError(f"{path!r} is not a normalised absolute path: give one folder a line, e.g. /scratch.")
 
 
 class Node(models.Model):
@@ -60,6 +74,15 @@ class Node(models.Model):
             "root, runs with `sudo -n` under the README's sudo rule."
         ),
     )
+    scratch_paths = models.TextField(
+        blank=True,
+        validators=[validate_scratch_paths],
+        help_text=(
+            "The node's scratch folders, one absolute path a line (e.g. /scratch): swept for the tenant's files at "
+            "the end of each rental, besides /tmp, /var/tmp, /dev/shm and the node's other local filesystems. Its "
+            "own disks only: a folder shared with other machines is refused."
+        ),
+    )
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.AVAILABLE)
     state_reason = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -69,6 +92,9 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def scratch_folders(self) -> list[str]:
+        return scratch_folders(self.scratch_paths)
 
 
 class NodeEvent(TransitionEvent):

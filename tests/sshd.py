@@ -8,6 +8,13 @@ sshd runs in a private mount namespace (unshare --mount --propagation private) w
   operator's authorized keys), and the login records under /var/log are sandbox files.
 Accounts made with `useradd --prefix SANDBOX` (what `access.py --users-prefix SANDBOX` does) therefore
 exist for this sshd and its sessions only; the machine's users, /etc and own sshd are never touched.
+- /run/scratch (1777, on that tmpfs) is the node's scratch disk: outside /tmp, /var/tmp and /dev/shm and
+  seen only inside the namespace, so only a sweep of the configured scratch paths reaches what a tenant
+  leaves there (a folder under the machine's /tmp would be swept with /tmp anyway);
+- /usr/local/sbin (the first folder of the access tool's PATH) is the sandbox's gpu-tools/, empty until a
+  test installs the FAKE nvidia-smi (`install_fake_nvidia_smi()`: this machine has no GPU); its one
+  answer, the compute apps, lists the processes holding the fake card /run/fake-gpu/nvidia0 open, as the
+  real one lists those holding /dev/nvidia*.
 Root logs in with the operator key (the sandbox's operator_keys/root), customers with the keys access.py
 writes into their sandboxed homes; StrictModes stays on, as on a real node. `add_sudo_operator()` adds a
 non-root operator login (OPERATOR_USER, the same key) whose only root command is the access tool installed
@@ -45,6 +52,22 @@ LOGIN_RECORDS = ("/var/log/lastlog", "/var/log/faillog", "/var/log/wtmp", "/var/
 # The non-root operator login of the README's sudo rule, and where the namespace sees the installed tools.
 OPERATOR_USER = "shop-ops"
 TOOLS = "/run/b200-tools"
+SCRATCH = "/run/scratch"
+FAKE_CARD = "/run/fake-gpu/nvidia0"
+GPU_TOOLS = "/usr/local/sbin"
+FAKE_NVIDIA_SMI = f"""#!/bin/sh
+# FAKE nvidia-smi, written by tests/sshd.py: the real tool cannot run on this machine (no GPU). The processes
+# on the cards are those holding the fake card {FAKE_CARD} open.
+case "$*" in
+  *--query-compute-apps=pid,used_memory*--format=csv,noheader*) ;;
+  *) echo "fake nvidia-smi: no canned output for: $*" >&2; exit 99 ;;
+esac
+for fd in /proc/[0-9]*/fd/*; do
+  [ "$(readlink "$fd" 2>/dev/null)" = {FAKE_CARD} ] || continue
+  pid=${{fd#/proc/}}
+  echo "${{pid%%/*}}, 1024 MiB"
+done | sort -u
+"""
 
 
 class SandboxSshd:
@@ -104,6 +127,7 @@ class SandboxSshd:
         keys = self.sandbox / "operator_keys"
         keys.mkdir(mode=0o755)  # sshd reads a login's keys as that login (StrictModes): a non-root one too
         (self.sandbox / "tools").mkdir(mode=0o755)
+        (self.sandbox / "gpu-tools").mkdir(mode=0o755)
         _keygen(self.host_key_file, "sandbox-sshd-host")
         _keygen(self.operator_key_file, "operator@sandbox")
         self.host_key = self.host_key_file.with_suffix(".pub").read_text().strip()
@@ -173,7 +197,13 @@ class SandboxSshd:
             f"mount -o remount,bind,ro {HOST_ETC}",  # nothing in the namespace writes the machine's /etc
             f"mount --bind {sandbox}/etc /etc",
             f"mount --bind {sandbox}/home /home",
+            f"mkdir -m 1777 {SCRATCH}",
+            f"mkdir -m 0755 {os.path.dirname(FAKE_CARD)}",
+            f"touch {FAKE_CARD}",
+            f"chmod 0644 {FAKE_CARD}",
         ]
+        if os.path.isdir(GPU_TOOLS) and not os.path.islink(GPU_TOOLS):
+            steps.append(f"mount --bind {sandbox}/gpu-tools {GPU_TOOLS}")
         for record in LOGIN_RECORDS:
             if os.path.isfile(record):
                 steps.append(f"mount --bind {sandbox}/var-log/{Path(record).name} {record}")
@@ -291,6 +321,17 @@ class SandboxSshd:
         path.write_bytes(program)
         path.chmod(0o755)
         return f"{TOOLS}/b200-access"
+
+    def install_fake_nvidia_smi(self) -> None:
+        """The node gets GPUs: the FAKE nvidia-smi is on the access tool's PATH until removed again."""
+        if not os.path.isdir(GPU_TOOLS) or os.path.islink(GPU_TOOLS):
+            server_missing(f"the fake nvidia-smi needs a plain {GPU_TOOLS} folder to bind over")
+        path = self.sandbox / "gpu-tools" / "nvidia-smi"
+        path.write_text(FAKE_NVIDIA_SMI)
+        path.chmod(0o755)
+
+    def remove_fake_nvidia_smi(self) -> None:
+        (self.sandbox / "gpu-tools" / "nvidia-smi").unlink(missing_ok=True)
 
     # What tests look at -----------------------------------------------------------------------
 

@@ -16,15 +16,23 @@ expiry-time="YYYYMMDDHHMMZ" option; ~/.ssh 700, the file 600, both owned by the 
 bound to the account for its whole term (recorded in the account's comment field): granting again with
 it only refreshes the expiry; another key is refused. Its uid (and its group's gid) is above every uid
 ever handed out on this node (the high-water mark in /var/lib/b200-access/uid-high-water) and every id
-in use: a uid is never reused, so a new account never owns what an old one left.
-revoke: expire the account, remove its key, kill its processes, remove every file it owns on the node's
-local writable filesystems (find -P -xdev: links are never followed, network and read-only mounts never
-walked), then the account and its home. Both are idempotent.
+in use: a uid is never reused, so a new account never owns what an old one left. It gets no subordinate
+ids (/etc/subuid): a rootless container would run and write under numbers outside its uid.
+revoke [--scratch DIR ...]: the end of the rental, proven clean. Expire the account, remove its key, kill
+its processes (by uid, and by the subordinate uids an earlier version gave it, again until none is left),
+remove every file they own on the node's local writable filesystems and in each --scratch folder (find -P
+-xdev: links are removed, never followed; network and read-only mounts never walked), their System V
+shared memory, queues and semaphores, then check that no
+process is left on the GPUs (nvidia-smi; a node without it has no cards to check). Only when all of that
+is done are the account and its home removed; otherwise it exits 1 saying what is left, the account stays
+(locked) and the next revoke finishes the work. The uid is recorded under the state folder until the
+revocation is complete, so a revoke cut short after userdel still knows whose files to look for.
+Both commands are idempotent.
 
 --users-prefix DIR works on DIR/etc/{passwd,shadow,group,...} (useradd --prefix) with homes under
-DIR/home and the high-water mark under DIR/var/lib: the test suite's sandbox, where revoke sweeps only
-/tmp, /var/tmp and /dev/shm (the machine's other filesystems are not the node's). In production there is
-no prefix: real accounts on the node.
+DIR/home and the state under DIR/var/lib: the test suite's sandbox, where revoke sweeps only /tmp,
+/var/tmp, /dev/shm and the --scratch folders (the machine's other filesystems are not the node's). In
+production there is no prefix: real accounts on the node.
 """
 
 # The node may run an older Python than the shop: keep this file to Python 3.8.
@@ -420,35 +428,122 @@ def uid_next(users: Users, directory: str) -> int:
     return uid
 
 
+class Ids:
+    """The numbers an account's processes and files run and are owned under: its uid, and the subordinate
+    ranges an earlier version's useradd gave it (a rootless container, through newuidmap, runs and writes as
+    those; userdel then frees them for the next account)."""
+
+    def __init__(self, uid: int, ranges: tuple = ()) -> None:
+        self.uid = uid
+        self.ranges = tuple(ranges)  # (first, count)
+
+    def __contains__(self, number: int) -> bool:
+        return number == self.uid or any(first <= number < first + count for first, count in self.ranges)
+
+    def find_test(self) -> list:
+        """find's test for a file owned by one of them (-uid +N / -N: above N / below N)."""
+        test = ["(", "-uid", str(self.uid)]
+        for first, count in self.ranges:
+            test += ["-o", "(", "-uid", f"+{first - 1}", "-uid", f"-{first + count}", ")"]
+        return [*test, ")"]
+
+    def __str__(self) -> str:
+        ranges = ", ".join(f"{first}-{first + count - 1}" for first, count in self.ranges)
+        return f"uid {self.uid}" + (f" (and its subordinate uids {ranges})" if ranges else "")
+
+    def dump(self) -> str:
+        return "".join([f"{self.uid}\n", *(f"{first}:{count}\n" for first, count in self.ranges)])
+
+    @classmethod
+    def load(cls, text: str) -> Ids:
+        lines = text.split()
+        return cls(int(lines[0]), tuple(tuple(int(part) for part in line.split(":")) for line in lines[1:]))
+
+
+def subordinate_ranges(users: Users, account: str, uid: int) -> tuple:
+    """The account's ranges in /etc/subuid (keyed by its name or its uid)."""
+    ranges = []
+    for fields in _records(users.path("/etc/subuid")):
+        if len(fields) == 3 and fields[0] in (account, str(uid)) and fields[1].isdigit() and fields[2].isdigit():
+            ranges.append((int(fields[1]), int(fields[2])))
+    return tuple(ranges)
+
+
 # Files a tenant leaves: removed wherever they are on the node's own filesystems -------------------
 
 
-def local_mounts(mountinfo: str) -> list:
-    """Mount points of writable local filesystems in /proc/self/mountinfo, those mounting a filesystem's
-    root first (a bind mount of a folder inside it is the same filesystem, swept once)."""
+def _mounts(mountinfo: str) -> list:
+    """(mount point, filesystem type, options) of each line of /proc/self/mountinfo, in its order."""
     mounts = []
     for line in mountinfo.splitlines():
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
         if len(fields) < 6 or not tail:
             continue
-        fs_type, options = tail[0], fields[5].split(",")
-        if fs_type not in LOCAL_FILESYSTEMS or "ro" in options:
-            continue
         point = re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), fields[4])
-        mounts.append((fields[3] != "/", point))
+        mounts.append((point, tail[0], fields[5].split(","), fields[3] != "/"))
+    return mounts
+
+
+def local_mounts(mountinfo: str) -> list:
+    """Mount points of writable local filesystems in /proc/self/mountinfo, those mounting a filesystem's
+    root first (a bind mount of a folder inside it is the same filesystem, swept once)."""
+    mounts = [
+        (bound, point)
+        for point, fs_type, options, bound in _mounts(mountinfo)
+        if fs_type in LOCAL_FILESYSTEMS and "ro" not in options
+    ]
     return [point for _, point in sorted(mounts, key=lambda mount: mount[0])]
 
 
-def sweep_roots(users: Users) -> list:
-    """Where a tenant's files are looked for: every local filesystem of the node, once each; in the sandbox
-    (--users-prefix) the machine's filesystems are not the node's, so the shared temporary folders only."""
-    if users.prefix:
-        return [path for path in SHARED_TEMP_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+def filesystem_of(path: str, mountinfo: str) -> str:
+    """The type of the filesystem that holds `path` (the last mount on the longest matching mount point)."""
+    found, length = "", -1
+    for point, fs_type, _options, _bound in _mounts(mountinfo):
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= length:
+            found, length = fs_type, len(point)
+    return found
+
+
+def scratch_roots(paths: list, mountinfo: str) -> list:
+    """The node's configured scratch folders, each a real folder on a local filesystem: a network one may
+    hold other machines' files under the same uid numbers (uids are unique per node only), never swept."""
+    roots = []
+    for path in paths:
+        if not os.path.isabs(path):
+            raise Failed(f"scratch folder {path!r} is not an absolute path: fix the node's scratch paths")
+        try:
+            info = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            raise Failed(
+                f"scratch folder {path} does not exist on this node (its disk not mounted?): mount it, or remove "
+                "it from the node's scratch paths, then revoke again"
+            ) from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise Failed(f"scratch folder {path} is not a folder (a link or a file): fix the node's scratch paths")
+        fs_type = filesystem_of(os.path.realpath(path), mountinfo)
+        if fs_type not in LOCAL_FILESYSTEMS:
+            raise Failed(
+                f"scratch folder {path} is on {fs_type or 'an unknown filesystem'}, not one of this node's own: "
+                "other machines may keep files there under the same uids; remove it from the node's scratch paths"
+            )
+        roots.append(path)
+    return roots
+
+
+def sweep_roots(users: Users, scratch: list) -> list:
+    """Where a tenant's files are looked for: every local filesystem of the node once, and each scratch folder
+    on a filesystem not swept already; in the sandbox (--users-prefix) the machine's filesystems are not the
+    node's, so the shared temporary folders and the scratch folders only."""
     with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
-        mounts = local_mounts(handle.read())
+        mountinfo = handle.read()
+    scratch = scratch_roots(scratch, mountinfo)
+    if users.prefix:
+        shared = [path for path in SHARED_TEMP_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+        return shared + [path for path in scratch if path not in shared]
     roots, devices = [], set()
-    for path in mounts:
+    for path in [*local_mounts(mountinfo), *scratch]:
         try:
             info = os.stat(path, follow_symlinks=False)
         except OSError:
@@ -470,16 +565,17 @@ def _found(result: subprocess.CompletedProcess) -> list:
     return [os.fsdecode(path) for path in result.stdout.split(b"\0") if path]
 
 
-def remove_owned(root: str, uid: int) -> dict:
-    """Remove everything under `root` owned by `uid`, on root's filesystem only (-xdev), never following a
-    link (-P: a link is removed, its target never touched). A folder of the uid goes with all it holds."""
+def remove_owned(root: str, ids: Ids | int) -> dict:
+    """Remove everything under `root` owned by the ids, on root's filesystem only (-xdev), never following a
+    link (-P: a link is removed, its target never touched). A folder of theirs goes with all it holds."""
+    owned = (ids if isinstance(ids, Ids) else Ids(ids)).find_test()
     # -delete implies -depth (a folder's contents first) and removes each entry relative to its folder's fd.
-    removed = len(_found(_find("-P", root, "-xdev", "-mindepth", "1", "-uid", str(uid), "-delete", "-print0")))
-    # The uid's folders that still hold something of another owner (root wrote into them, say).
-    kept = _find("-P", root, "-xdev", "-mindepth", "1", "-type", "d", "-uid", str(uid), "-prune", "-print0")
+    removed = len(_found(_find("-P", root, "-xdev", "-mindepth", "1", *owned, "-delete", "-print0")))
+    # Their folders that still hold something of another owner (root wrote into them, say).
+    kept = _find("-P", root, "-xdev", "-mindepth", "1", "-type", "d", *owned, "-prune", "-print0")
     for folder in _found(kept):
         removed += len(_found(_find("-P", folder, "-xdev", "-delete", "-print0")))
-    left = _find("-P", root, "-xdev", "-mindepth", "1", "-uid", str(uid), "-print0")
+    left = _find("-P", root, "-xdev", "-mindepth", "1", *owned, "-print0")
     return {"root": root, "removed": removed, "left": _found(left)[:10]}
 
 
@@ -504,6 +600,12 @@ def _useradd(users: Users, account: str, key_fingerprint: str, expiry_day: str, 
         "--uid",
         str(uid),
         "--user-group",  # its group takes the same number, free too: above every gid in use
+        # No subordinate ids: a rootless container would own files and run processes under numbers outside
+        # the account's uid, and userdel would free them for the next account.
+        "--key",
+        "SUB_UID_COUNT=0",
+        "--key",
+        "SUB_GID_COUNT=0",
         account,
     )
 
@@ -571,29 +673,39 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
     }
 
 
-def _processes_of(uid: int) -> list[int]:
+def _status(pid: int) -> dict:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
+            return dict((key, value.strip()) for key, value in (line.split(":", 1) for line in handle if ":" in line))
+    except OSError:
+        return {}
+
+
+def _processes_of(ids: Ids) -> list[int]:
     """Live processes whose real, effective, saved or filesystem uid is the account's (zombies are dead)."""
     pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as handle:
-                fields = dict(line.split(":", 1) for line in handle if ":" in line)
-        except OSError:
+        fields = _status(int(name))
+        if not fields or fields.get("State", "").split()[:1] in (["Z"], ["X"]):
             continue
-        if fields.get("State", "").split()[:1] in (["Z"], ["X"]):
-            continue
-        if str(uid) in fields.get("Uid", "").split():
+        if any(int(number) in ids for number in fields.get("Uid", "").split() if number.isdigit()):
             pids.append(int(name))
     return pids
 
 
-def kill_processes(uid: int) -> int:
-    """SIGKILL every process running as the uid, until none is left (they may fork meanwhile)."""
+def _describe(pid: int) -> str:
+    fields = _status(pid)
+    uid = (fields.get("Uid", "?").split() or ["?"])[0]
+    return f"pid {pid} ({fields.get('Name', 'gone')}, uid {uid}, state {fields.get('State', '?')})"
+
+
+def kill_processes(ids: Ids) -> int:
+    """SIGKILL every process running as the ids, until none is left (they may fork meanwhile)."""
     killed = set()
     for _ in range(100):
-        pids = _processes_of(uid)
+        pids = _processes_of(ids)
         if not pids:
             return len(killed)
         for pid in pids:
@@ -601,18 +713,129 @@ def kill_processes(uid: int) -> int:
                 os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
         time.sleep(0.05)
-    raise Failed(f"processes of uid {uid} keep appearing; the account was not removed")
+    left = ", ".join(_describe(pid) for pid in _processes_of(ids)[:10])
+    raise Failed(
+        f"processes of {ids} survive SIGKILL or keep appearing after 5 s ({left}; state D: stuck in a driver): "
+        "the account is kept, locked; stop them (or reboot the node), then revoke again"
+    )
 
 
-def revoke(users: Users, account: str) -> dict:
-    entry = users.lookup(account)
-    if entry is None:
-        return {"account": account, "existed": False, "removed": False, "processes_killed": 0}
-    if not managed(entry):
-        raise Refused(f"the account {account} was not created by this tool: not removing it")
-    # First close the door (no new logins), then empty the room.
+# System V IPC: a shared memory segment outlives its processes and is readable by anyone its mode lets in.
+SYSV_IPC = (("/proc/sysvipc/shm", "-m"), ("/proc/sysvipc/msg", "-q"), ("/proc/sysvipc/sem", "-s"))
+
+
+def remove_ipc(ids: Ids) -> list:
+    """Remove the ids' System V shared memory segments, message queues and semaphore sets (as owner or
+    creator); what could not be removed is returned."""
+    left = []
+    for table, option in SYSV_IPC:
+        for fields in _ipc_rows(table):
+            owners = [int(fields.get(key, "")) for key in ("uid", "cuid") if fields.get(key, "").isdigit()]
+            if not any(owner in ids for owner in owners):
+                continue
+            ident = fields.get("shmid") or fields.get("msqid") or fields.get("semid")
+            program = shutil.which("ipcrm", path=TOOL_PATH)
+            result = None
+            if program is not None:
+                result = subprocess.run(
+                    [program, option, ident], capture_output=True, text=True, timeout=60, check=False
+                )
+            if result is None or result.returncode != 0:
+                why = "ipcrm is not installed" if result is None else result.stderr.strip()
+                left.append(f"System V {os.path.basename(table)} {ident} ({why})")
+    return left
+
+
+def _ipc_rows(table: str) -> list:
+    try:
+        with open(table, encoding="ascii", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    header = lines[0].split() if lines else []
+    return [dict(zip(header, line.split())) for line in lines[1:]]  # noqa: B905 - no strict= before Python 3.10
+
+
+# The cards: no process may be left on them (nvidia-smi lists every process holding GPU memory).
+GPU_QUERY = ("--query-compute-apps=pid,used_memory", "--format=csv,noheader")
+GPU_SETTLE_SECONDS = 10  # the driver frees a killed process's memory in a moment, not at once
+
+
+def gpu_processes() -> list | None:
+    """Every process on the node's GPUs; None when nvidia-smi is not installed (a node without cards)."""
+    program = shutil.which("nvidia-smi", path=TOOL_PATH)
+    if program is None:
+        return None
+    result = subprocess.run([program, *GPU_QUERY], capture_output=True, text=True, timeout=120, check=False)
+    if result.returncode != 0:
+        said = " ".join((result.stdout + " " + result.stderr).split())[:300]
+        raise Failed(
+            f"nvidia-smi exited {result.returncode} ({said}): the cards cannot be proven free; the account is "
+            "kept, locked; check the cards (dmesg, Xid errors), then revoke again"
+        )
+    processes = []
+    for line in result.stdout.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if not line.strip() or line.strip().lower().startswith("no running processes"):
+            continue
+        if len(cells) != 2 or not cells[0].isdigit():
+            raise Failed(
+                f"nvidia-smi printed {line.strip()[:200]!r}, not 'pid, used_memory': the cards cannot be checked"
+            )
+        processes.append((int(cells[0]), cells[1]))
+    return processes
+
+
+def gpus_freed(ids: Ids) -> dict:
+    """Wait for the cards to hold no process at all (the account's were killed; another one's left on them
+    makes the node unfit for the next tenant too); what is still there is returned."""
+    deadline = time.monotonic() + GPU_SETTLE_SECONDS
+    while True:
+        processes = gpu_processes()
+        if processes is None:
+            return {"checked": False, "left": [], "why": "nvidia-smi is not installed: no cards to check"}
+        if not processes or time.monotonic() >= deadline:
+            left = [f"{_describe(pid)} holding {memory}" for pid, memory in processes]
+            return {"checked": True, "left": left}
+        kill_processes(ids)  # one of the account's that slipped in meanwhile
+        time.sleep(0.5)
+
+
+# A revocation under way: the account's uid, kept until the node is proven clean -----------------------
+
+
+def _record(directory: str, account: str) -> str:
+    return os.path.join(directory, "revoking", account)
+
+
+def record_read(users: Users, account: str) -> Ids | None:
+    with state_locked(users) as directory:
+        try:
+            with open(_record(directory, account), encoding="ascii") as handle:
+                return Ids.load(handle.read())
+        except (FileNotFoundError, ValueError, IndexError):
+            return None
+
+
+def record_write(users: Users, account: str, ids: Ids) -> None:
+    with state_locked(users) as directory:
+        path = _record(directory, account)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(f"{path}.{os.getpid()}", "w", encoding="ascii") as handle:
+            handle.write(ids.dump())
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(f"{path}.{os.getpid()}", path)
+
+
+def record_remove(users: Users, account: str) -> None:
+    with state_locked(users) as directory, contextlib.suppress(FileNotFoundError):
+        os.unlink(_record(directory, account))
+
+
+def _close_door(users: Users, account: str, home: str) -> None:
+    """No new login: the account expired, its key removed."""
     users.tool("usermod", "--expiredate", "1", account)
-    home = users.path(entry["home"])
     try:
         home_fd = _open_dir(home)
         try:
@@ -625,27 +848,66 @@ def revoke(users: Users, account: str) -> dict:
             os.close(home_fd)
     except OSError:
         pass
-    killed = kill_processes(entry["uid"])
-    # Before the account goes: a revocation cut short runs again while the account still names the uid.
-    swept = [remove_owned(root, entry["uid"]) for root in sweep_roots(users)]
-    result = users.tool("userdel", "--remove", account)
-    for _ in range(5):
-        if result.returncode != 8:  # 8: the user is still logged in (a process slipped through)
-            break
-        killed += kill_processes(entry["uid"])
-        result = users.tool("userdel", "--remove", account)
-    if users.lookup(account) is not None:
-        raise Failed(f"userdel {account} failed: {result.stderr.strip() or result.stdout.strip()}")
-    if entry["home"] == f"/home/{account}" and os.path.lexists(home):
-        shutil.rmtree(home)  # userdel leaves files it could not remove (exit 12)
+
+
+def scrub(users: Users, ids: Ids, scratch: list) -> dict:
+    """The end of the rental: the uid's processes, files, IPC objects and GPU work gone, or Failed saying
+    what is left (nothing about the account is removed then: the next revoke starts again)."""
+    killed = kill_processes(ids)
+    swept = [remove_owned(root, ids) for root in sweep_roots(users, scratch)]
+    ipc_left = remove_ipc(ids)
+    gpus = gpus_freed(ids)
+    killed += kill_processes(ids)  # anything started from a file that was being removed
+    files_left = [path for sweep in swept for path in sweep["left"]]
+    problems = []
+    if files_left:
+        problems.append("files it owns could not be removed: " + ", ".join(repr(path) for path in files_left[:10]))
+    if ipc_left:
+        problems.append("IPC objects could not be removed: " + ", ".join(ipc_left))
+    if gpus["left"]:
+        problems.append("processes are still on the GPUs: " + "; ".join(gpus["left"]))
+    if problems:
+        raise Failed(
+            f"the node is not clean after {ids}: " + "; ".join(problems) + ". The account is kept, locked, and "
+            "the node must not be handed over: fix this (a read-only or busy mount, a process of another account "
+            "on the cards), then revoke again"
+        )
     return {
-        "account": account,
-        "existed": True,
-        "removed": True,
         "processes_killed": killed,
         "files_removed": sum(sweep["removed"] for sweep in swept),
-        "files_left": [path for sweep in swept for path in sweep["left"]],
+        "swept": [sweep["root"] for sweep in swept],
+        "gpus": "no process left on the cards" if gpus["checked"] else gpus["why"],
     }
+
+
+def revoke(users: Users, account: str, scratch: list | None = None) -> dict:
+    entry = users.lookup(account)
+    home = users.path(f"/home/{account}")
+    if entry is None:
+        ids = record_read(users, account)  # a revocation cut short after userdel
+        if ids is None:
+            return {"account": account, "existed": False, "removed": False, "processes_killed": 0}
+    else:
+        if not managed(entry):
+            raise Refused(f"the account {account} was not created by this tool: not removing it")
+        ids = Ids(entry["uid"], subordinate_ranges(users, account, entry["uid"]))
+        record_write(users, account, ids)
+        # First close the door (no new logins), then empty the room.
+        _close_door(users, account, users.path(entry["home"]))
+    report = scrub(users, ids, scratch or [])
+    if entry is not None:
+        result = users.tool("userdel", "--remove", account)
+        for _ in range(5):
+            if result.returncode != 8:  # 8: the user is still logged in (a process slipped through)
+                break
+            report["processes_killed"] += kill_processes(ids)
+            result = users.tool("userdel", "--remove", account)
+        if users.lookup(account) is not None:
+            raise Failed(f"userdel {account} failed: {result.stderr.strip() or result.stdout.strip()}")
+    if os.path.lexists(home):
+        shutil.rmtree(home)  # userdel leaves files it could not remove (exit 12)
+    record_remove(users, account)
+    return {"account": account, "existed": True, "removed": True, "uid": ids.uid, **report, "files_left": []}
 
 
 def show(users: Users, account: str) -> dict:
@@ -701,6 +963,10 @@ def main(argv: list[str] | None = None) -> int:
         command = commands.add_parser(name)
         command.add_argument("--account", required=True, type=check_account)
         command.add_argument("--users-prefix", default="", help="work on DIR/etc and DIR/home (test sandbox)")
+        if name == "revoke":
+            command.add_argument(
+                "--scratch", action="append", default=[], metavar="DIR", help="a scratch folder of the node to sweep"
+            )
         if name == "grant":
             command.add_argument("--key-file", required=True, help="the customer's OpenSSH public key")
             command.add_argument("--expires", required=True, type=parse_expires, help="ISO 8601, with a zone")
@@ -712,7 +978,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "grant":
             report = grant(users, args.account, args.key_file, args.expires)
         elif args.command == "revoke":
-            report = revoke(users, args.account)
+            report = revoke(users, args.account, args.scratch)
         else:
             report = show(users, args.account)
     except KeyRefused as error:

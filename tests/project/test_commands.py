@@ -128,3 +128,11 @@ def test_a_node_reached_without_root_is_registered_with_its_installed_access_too
     assert Node.objects.get(name="gpu-sudo").access_tool == "/usr/local/sbin/b200-access"
     with pytest.raises(CommandError, match="absolute path"):
         add_node("gpu-sudo-2", "--driver", "ssh", "--host", "10.0.0.9", "--user", "shop-ops", "--access-tool", "b200")
+
+
+def test_a_nodes_scratch_folders_are_registered_and_a_relative_one_is_refused(db):
+    add_node("gpu-scratch", "--driver", "local", "--scratch", "/scratch", "--scratch", "/nvme/tmp")
+
+    assert Node.objects.get(name="gpu-scratch").scratch_folders() == ["/scratch", "/nvme/tmp"]
+    with pytest.raises(CommandError, match="scratch_paths: 'scratch' is not a normalised absolute path"):
+        add_node("gpu-scratch-2", "--driver", "local", "--scratch", "scratch")

@@ -95,8 +95,8 @@ class AccessTool:
         self.granted.append(account)
         return self("grant", "--account", account, "--key-file", name, "--expires", expires.isoformat())
 
-    def revoke(self, account: str) -> CommandResult:
-        return self("revoke", "--account", account)
+    def revoke(self, account: str, *, scratch: tuple[str, ...] = ()) -> CommandResult:
+        return self("revoke", "--account", account, *(arg for path in scratch for arg in ("--scratch", path)))
 
     def show(self, account: str) -> dict:
         result = self("show", "--account", account)

@@ -1,5 +1,5 @@
 """`manage.py add_node NAME --driver {local,ssh} [--host H] [--port P] [--user U] [--host-key KEY]
-[--access-tool PATH]`."""
+[--access-tool PATH] [--scratch DIR ...]`."""
 
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ class Command(BaseCommand):
             default="",
             help="a login that is not root: the access tool installed at this path runs with `sudo -n` (README)",
         )
+        parser.add_argument(
+            "--scratch",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="a scratch folder of the node, swept for the tenant's files at the end of each rental (repeatable)",
+        )
 
     def handle(self, *args, **options) -> None:
         if options["driver"] == NodeDriver.SSH and not (options["host"] and options["user"]):
@@ -56,6 +63,7 @@ class Command(BaseCommand):
             "preflight_device": options["device"],
             "accounts_root": options["accounts_root"],
             "access_tool": options["access_tool"],
+            "scratch_paths": "\n".join(options["scratch"]),
         }
         node = Node.objects.filter(name=options["name"]).first() or Node(name=options["name"])
         for field, value in values.items():
