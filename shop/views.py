@@ -299,12 +299,13 @@ def refund_address(request: HttpRequest, reference: str, token: str, refund_id: 
 
 
 def order_receipt_page(request: HttpRequest, reference: str, token: str) -> HttpResponse:
-    """The printable receipt, in the order's language. Before the order is paid: a page saying so, as a 404."""
+    """The printable receipt, in the order's language. Before the order is paid, a page saying so: a 200, not
+    a 404, which the rate limit would count as a guessed token (config/ratelimit.py)."""
     order = _order_or_404(reference, token)
     status_path = order_status_path(order)
     with translation.override(order.language):
         if not receipt_available(order):
-            return render(request, "shop/receipt_none.html", {"order": order, "status_path": status_path}, status=404)
+            return render(request, "shop/receipt_none.html", {"order": order, "status_path": status_path})
         context = {"order": order, "receipt": order_receipt(order), "status_path": status_path}
         return render(request, "shop/receipt.html", context)
 

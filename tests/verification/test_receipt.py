@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from bip_utils import Bip39SeedGenerator, Bip44, Bip44Changes, Bip44Coins
+from django.core.cache import cache
 from django.utils.html import escape
 
 from payments.models import Refund
@@ -93,6 +94,23 @@ def test_another_orders_token_a_tampered_token_or_a_wrong_reference_open_no_rece
         assert mine["reference"] not in answer.content.decode() and "Ada" not in answer.content.decode()
 
 
+def test_guessing_receipt_tokens_from_one_ip_is_refused_with_429_after_the_limit(
+    chain, customer, scan_pass, client, settings
+):
+    # Given a paid order, and the token rate limit on (3 wrong guesses per window)
+    placed, _ = paid(chain, customer, scan_pass)
+    settings.RATELIMIT_ENABLE, settings.RATELIMIT_TOKEN_FAILURES = True, 3
+    cache.clear()
+
+    # When one IP guesses receipt tokens three times
+    for guess in ("a" * 64, "b" * 64, "c" * 64):
+        assert receipt(client, placed, token=guess).status_code == 404
+
+    # Then the next try, even with the right token, is refused until the window ends
+    assert receipt(client, placed).status_code == 429
+    cache.clear()
+
+
 def test_an_unpaid_order_has_no_receipt_yet_and_its_page_does_not_link_one(customer, chain, client):
     # Given an order placed and not paid
     placed = customer.order()
@@ -100,8 +118,8 @@ def test_an_unpaid_order_has_no_receipt_yet_and_its_page_does_not_link_one(custo
     # When its customer opens the receipt's address
     answer = receipt(client, placed)
 
-    # Then a page says there is no receipt yet (a 404 for scripts), and the order page shows no link to one
-    assert answer.status_code == 404
+    # Then a page says there is no receipt yet, and the order page shows no link to one
+    assert answer.status_code == 200
     assert "No receipt yet" in answer.content.decode()
     assert order_receipt_path(order_of(placed)) not in client.get(order_status_path(order_of(placed))).content.decode()
 
