@@ -10,8 +10,9 @@ from django.core import mail
 from django.utils import timezone
 
 from provisioning.models import AccessGrant, NodeState
+from provisioning.prepare import preparation_start
 from provisioning.tasks import access_revoke_due_task
-from shop.models import OrderStatus
+from shop.models import OrderStatus, OutgoingEmail
 from shop.order_links import order_receipt_path, order_status_path
 from tests import security_keys
 from tests.provisioning_flow.node_faults import prepare
@@ -102,3 +103,22 @@ def test_the_end_of_the_rental_emails_the_customer_once_with_the_receipt(
     assert order.status == OrderStatus.ENDED
     assert subjects() == [f"Commande {order.reference} : location terminée"]
     assert order_receipt_path(order) in mail.outbox[0].body
+
+
+@pytest.mark.django_db
+def test_restarting_a_stuck_preparation_sends_no_second_started_email(
+    local_node, paid_order, django_capture_on_commit_callbacks
+):
+    # Given a preparation started whose runs have not been picked up by a worker yet (nothing sent to the broker)
+    local_node()
+    order = paid_order()
+    with django_capture_on_commit_callbacks(execute=False):
+        preparation_start(order_id=order.pk, actor="olga")
+        # When the operator presses "restart what is stuck", twice
+        preparation_start(order_id=order.pk, actor="olga")
+        preparation_start(order_id=order.pk, actor="olga")
+
+    # Then the customer's "preparation started" email is stored once
+    order.refresh_from_db()
+    assert order.status == OrderStatus.PREPARING
+    assert OutgoingEmail.objects.filter(order=order, name="preparation_started").count() == 1
