@@ -6,6 +6,7 @@ or the order went on to be prepared. Before that there is nothing to show as pai
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -52,7 +53,7 @@ def _transfers(payment: PaymentRequest) -> list[Transfer]:
     ]
 
 
-def _paid_at(order: Order, payment: PaymentRequest | None):
+def _paid_at(order: Order, payment: PaymentRequest | None) -> dt.datetime | None:
     if payment is not None and payment.settled_at is not None:
         return payment.settled_at
     first = order.events.filter(to_status=S.PAID).order_by("created_at").first()
