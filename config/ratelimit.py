@@ -28,7 +28,14 @@ COUNTED = {
     ("shop:order_find", "POST"): "lookups",
 }
 # Views that check an order token: a 404 counts as a failed guess, and past the limit they all answer 429.
-TOKEN_CHECKED = {"api_order_detail", "api_order_paid", "shop:order_status", "shop:order_paid", "shop:order_manifest"}
+TOKEN_CHECKED = {
+    "api_order_detail",
+    "api_order_paid",
+    "shop:order_status",
+    "shop:order_paid",
+    "shop:order_manifest",
+    "shop:order_receipt",
+}
 
 
 @dataclass(frozen=True)

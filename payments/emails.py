@@ -10,7 +10,7 @@ from shop.models import Order
 from shop.outbox import email_context
 
 
-@email_context("payment_detected", "payment_confirmed", "payment_attention")
+@email_context("payment_detected", "payment_confirmed", "payment_attention", "payment_accepted", "payment_rejected")
 def payment_email_context(order: Order, params: dict) -> dict:
     payment = PaymentRequest.objects.select_related("asset__network").get(pk=params["payment_id"])
     # Lazy: rendered in the customer's language, which the outbox activates only to render.

@@ -13,6 +13,8 @@ from payments.models import PaymentRequest, PaymentStatus, RefundReason
 from payments.refunds import refunds_follow
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
 from shop.input_errors import OrderInputError
+from shop.models import OrderStatus
+from shop.outbox import email_enqueue
 from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome
 
 P = PaymentStatus
@@ -88,7 +90,7 @@ def _accept(review: Review) -> None:
     payment.save(update_fields=["reviewed_at", "reviewed_by", "settled_at", "refunds_due"])
     payment_transition(payment=payment, to=P.CONFIRMED, actor=review.actor, reason=review.reason, now=now)
     try:
-        order_payment_outcome(
+        order = order_payment_outcome(
             order_id=payment.order_id,
             outcome=OrderPaymentOutcome.PAID,
             actor=review.actor,
@@ -98,6 +100,8 @@ def _accept(review: Review) -> None:
         )
     except OrderInputError as exc:
         raise ReviewError(f"{exc.message} The order's lots were released; free a node first.") from None
+    if order.status == OrderStatus.PAID:  # the decision is final (REVIEWER_TRANSITIONS): this is sent once
+        email_enqueue(order_id=payment.order_id, name="payment_accepted", params={"payment_id": payment.pk})
 
 
 def _reject(review: Review) -> None:
@@ -108,13 +112,15 @@ def _reject(review: Review) -> None:
     payment.refund_decided_at = now
     payment.save(update_fields=["reviewed_at", "reviewed_by", "refunds_due", "refund_decided_at"])
     payment_transition(payment=payment, to=P.REJECTED, actor=review.actor, reason=review.reason, now=now)
-    order_payment_outcome(
+    order = order_payment_outcome(
         order_id=payment.order_id,
         outcome=OrderPaymentOutcome.REJECTED,
         actor=review.actor,
         reason=f"payment rejected by a reviewer: {review.reason}",
         now=now,
     )
+    if order.status == OrderStatus.CANCELLED:
+        email_enqueue(order_id=payment.order_id, name="payment_rejected", params={"payment_id": payment.pk})
 
 
 def _mark_for_refund(review: Review) -> None:

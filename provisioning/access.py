@@ -199,6 +199,7 @@ def access_revoke(*, grant_id: int) -> bool:
             order_transition(
                 order=order, to=S.ENDED, actor="system", reason="the rental ended; access revoked", now=now
             )
+            email_enqueue(order_id=order.pk, name="access_ended")
     return True
 
 

@@ -32,6 +32,7 @@ from provisioning.states import nodes_transition, run_transition
 from shop import capacity
 from shop.models import Order, OrderStatus
 from shop.orders import order_transition
+from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
 S = OrderStatus
@@ -59,6 +60,7 @@ def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
         elif order.status in (S.PAID, S.PREPARATION_FAILED):
             nodes = _held_nodes(order, now)
             order_transition(order=order, to=S.PREPARING, actor=actor, reason="preparation triggered", now=now)
+            email_enqueue(order_id=order.pk, name="preparation_started")  # not on a restart: nothing new to say
             runs = [PreparationRun.objects.create(order=order, node=node, requested_by=actor) for node in nodes]
             nodes_transition(
                 node_ids=[node.pk for node in nodes],
@@ -254,4 +256,7 @@ def _preparation_failed(*, order: Order, runs: list[PreparationRun], now: dt.dat
     reason = "; ".join(f"{run.node.name}: {run.error[:200]}" for run in runs)
     order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now)
     access_withdraw_request(order=order, now=now)
+    # The customer can act only on a refused key (a new one, by reply); a node's fault is the operators' to fix.
+    key_refused = any(run.status == RunStatus.REFUSED for run in runs)
+    email_enqueue(order_id=order.pk, name="preparation_failed", params={"key_refused": key_refused})
     return S.PREPARATION_FAILED

@@ -16,6 +16,9 @@ def order_access_token(order: Order, secret: str | None = None) -> str:
     return salted_hmac(TOKEN_SALT, value, secret=secret, algorithm="sha256").hexdigest()
 
 
-
 def order_status_path(order: Order) -> str:
     return reverse("shop:order_status", kwargs={"reference": order.reference, "token": order_access_token(order)})
+
+
+def order_receipt_path(order: Order) -> str:
+    return reverse("shop:order_receipt", kwargs={"reference": order.reference, "token": order_access_token(order)})

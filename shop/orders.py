@@ -20,6 +20,7 @@ from shop.input_errors import OrderInputError
 from shop.lot_messages import only_available_message
 from shop.models import Order, OrderEvent, OrderStatus, Reservation
 from shop.order_links import order_access_token
+from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
 S = OrderStatus
@@ -130,6 +131,7 @@ def orders_expire_overdue_locked(*, now: dt.datetime) -> int:
     count = 0
     for order in overdue:
         order_transition(order=order, to=S.EXPIRED, actor="system", reason="payment window ended", now=now)
+        email_enqueue(order_id=order.pk, name="order_expired")  # with the move: once, however often this runs
         count += 1
     # Every hold past its deadline is released, so that a node that counts as free can be reserved.
     if expired_holds.update(released_at=now, release_reason="payment window ended"):

@@ -19,7 +19,7 @@ from django.utils import timezone
 from config.jobs.outbox import job_enqueue
 from shop.emails import send_templated_email
 from shop.models import LotSpec, Order, OutgoingEmail
-from shop.order_links import order_status_path
+from shop.order_links import order_receipt_path, order_status_path
 
 log = logging.getLogger(__name__)
 CLAIM = dt.timedelta(minutes=5)  # longer than one SMTP send; a dead worker's claim lapses after it
@@ -62,6 +62,8 @@ def email_send(*, email_id: int, now: dt.datetime | None = None) -> bool:
     context = {
         "order": order,
         "status_url": settings.SITE_URL + order_status_path(order),
+        "receipt_url": settings.SITE_URL + order_receipt_path(order),
+        "site_url": settings.SITE_URL + "/",
         **CONTEXT_BUILDERS[email.name](order, email.params),
     }
     try:
@@ -77,3 +79,8 @@ def email_send(*, email_id: int, now: dt.datetime | None = None) -> bool:
 @email_context("order_received")
 def order_received_context(order: Order, params: dict) -> dict:
     return {"payment": order.payment, "lot": LotSpec.current()}
+
+
+@email_context("order_expired")
+def order_expired_context(order: Order, params: dict) -> dict:
+    return {"watch_days": settings.PAYMENT_WATCH_DAYS}

@@ -21,6 +21,7 @@ urlpatterns = [
         views.refund_address,
         name="refund_address",
     ),
+    path("o/<str:reference>/<str:token>/receipt/", views.order_receipt_page, name="order_receipt"),
     path("o/<str:reference>/<str:token>/manifest.json", views.order_manifest, name="order_manifest"),
     path("advisor/", advisor_views.advisor, name="advisor"),
     path("terms/", legal_views.terms, name="terms"),

@@ -13,6 +13,8 @@ import segno
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import translation
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
@@ -30,6 +32,7 @@ from shop.order_links import order_status_path
 from shop.order_view import order_representation
 from shop.orders import OrderInputError, order_for_token
 from shop.placement import order_create
+from shop.receipt import order_receipt, receipt_available
 
 WIZARD_KEY = "order_wizard"
 STATUS_REFRESH_SECONDS = 15
@@ -249,6 +252,9 @@ def _status_page(
         "paid_form": paid_form or PaidForm(),
         # (refund id, the address given, what is wrong with it): shown on that refund's field
         "refund_error": refund_error,
+        "receipt_path": reverse("shop:order_receipt", kwargs={"reference": order.reference, "token": token})
+        if receipt_available(order)
+        else None,
         "refresh_seconds": STATUS_REFRESH_SECONDS
         if view["payment"]["watching"] or order.status == OrderStatus.PREPARING
         else None,
@@ -290,6 +296,18 @@ def refund_address(request: HttpRequest, reference: str, token: str, refund_id: 
         return _status_page(request, order, token, refund_error=(refund_id, address, exc.message), status=400)
     messages.success(request, _("Thank you: a reviewer approves the refund, then it is sent to that address."))
     return redirect(order_status_path(order) + f"#refund-{refund_id}")
+
+
+def order_receipt_page(request: HttpRequest, reference: str, token: str) -> HttpResponse:
+    """The printable receipt, in the order's language. Before the order is paid, a page saying so: a 200, not
+    a 404, which the rate limit would count as a guessed token (config/ratelimit.py)."""
+    order = _order_or_404(reference, token)
+    status_path = order_status_path(order)
+    with translation.override(order.language):
+        if not receipt_available(order):
+            return render(request, "shop/receipt_none.html", {"order": order, "status_path": status_path})
+        context = {"order": order, "receipt": order_receipt(order), "status_path": status_path}
+        return render(request, "shop/receipt.html", context)
 
 
 def order_manifest(request: HttpRequest, reference: str, token: str) -> JsonResponse:

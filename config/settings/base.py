@@ -196,6 +196,10 @@ EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(BASE_DIR / ".run" / "emails")) 
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "B200 Pairs <orders@localhost>")
 # Absolute links in emails (the order's secret status link).
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Who sells, as the receipt names it (/o/<reference>/<token>/receipt/): set them to the legal entity.
+SELLER_NAME = env_str("SELLER_NAME", "B200 Pairs")
+SELLER_ADDRESS = env_str("SELLER_ADDRESS", "")  # one line; empty: not shown
+SELLER_TAX_ID = env_str("SELLER_TAX_ID", "")  # a VAT or company number; empty: not shown
 
 # Celery: a server-less filesystem transport for `make run` unless a broker is configured.
 RUN_DIR = BASE_DIR / ".run"

@@ -81,16 +81,17 @@ def customer_pages(client: Client, *, ssh_public_key: str) -> list[Page]:
 
 
 def order_pages(client: Client, *, status_url: str, reference: str) -> list[Page]:
-    """The order's page while it awaits payment, and once it is paid."""
+    """The order's page while it awaits payment, and once it is paid; its receipt before and after."""
     from shop.models import Order
     from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 
     path = "/" + status_url.split("://", 1)[-1].split("/", 1)[1]
-    pages = [get(client, "order awaiting payment", path)]
+    pages = [get(client, "order awaiting payment", path), get(client, "no receipt yet", path + "receipt/")]
     order = Order.objects.get(reference=reference)
     with transaction.atomic():
         order_payment_outcome(order_id=order.pk, outcome=OrderPaymentOutcome.PAID, reason="paid in the test")
     pages.append(get(client, "order paid", path))
+    pages.append(get(client, "receipt", path + "receipt/"))
     return pages
 
 
