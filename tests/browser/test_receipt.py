@@ -1,6 +1,7 @@
-"""The receipt in a real browser (Chromium): a customer of a paid order opens it from the order page, in each
-language; it is in their language, shows the transfer that paid, links its print stylesheet, and on paper (print media) the
-site's header and the links back are gone. Checked by axe-core and the Nu HTML checker."""
+"""The receipt in a real browser (Chromium): a customer of a paid order opens it from the order page, in
+each language; it is in their language, shows the transfer that paid, links its print stylesheet, and on
+paper (print media) the site's header and the links back are gone. Checked by axe-core and the Nu HTML
+checker."""
 
 from __future__ import annotations
 
