@@ -56,6 +56,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.metrics_http.RequestLatencyMiddleware",  # first: the latency it measures includes every other one
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -251,6 +252,8 @@ REFUND_MIN_USD = Decimal(env_str("REFUND_MIN_USD", "1.00"))
 TREASURY_ADDRESS = env_str("TREASURY_ADDRESS", "")
 # Who hears of money leaving a deposit address unexplained (it may mean a leaked key); ADMINS when empty.
 STAFF_ALERT_EMAILS = env_list("STAFF_ALERT_EMAILS", [])
+# /metrics: with a token, every scraper needs `Authorization: Bearer <token>`; without one, loopback clients only.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # A background job (an email, a payment check, a preparation run...) not run this long after its change
 # committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
 JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)
