@@ -33,7 +33,7 @@ def test_a_loopback_client_reads_every_family_in_the_prometheus_text_format(clie
 
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
-    assert FAMILIES <= family_names(response.content.decode())
+    assert family_names(response.content.decode()) >= FAMILIES
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "::1"])
@@ -50,7 +50,9 @@ def test_a_client_that_is_not_on_loopback_is_refused_without_a_token(client, add
 
 
 @pytest.mark.parametrize(
-    "header", ["HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP"], ids=["x-forwarded-for", "forwarded", "x-real-ip"]
+    "header",
+    ["HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP"],
+    ids=["x-forwarded-for", "forwarded", "x-real-ip"],
 )
 def test_a_request_through_a_proxy_is_not_a_loopback_client_whatever_it_claims(client, header):
     # A proxy on the same machine connects from loopback on behalf of anyone; the header names loopback too
