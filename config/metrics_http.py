@@ -11,11 +11,14 @@ worker's, whichever worker answers the scrape. This module imports no app.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import Histogram
+
+log = logging.getLogger(__name__)
 
 UNRESOLVED = "unresolved"
 
@@ -45,5 +48,8 @@ class RequestLatencyMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         started = time.perf_counter()
         response = self.get_response(request)
-        REQUEST_LATENCY.labels(view=view_label(request)).observe(time.perf_counter() - started)
+        try:
+            REQUEST_LATENCY.labels(view=view_label(request)).observe(time.perf_counter() - started)
+        except OSError as exc:  # the multi-process folder missing or full: a page never fails for a metric
+            log.warning("request latency not recorded: %s", exc)
         return response
