@@ -10,7 +10,7 @@ import pytest
 
 from tests.metrics_scrape import METRICS_URL, family_names, parse, scrape, value
 
-TOKEN = "a-long-random-scrape-token-0123456789"
+TOKEN = "0123456789abcdef0123456789abcdef0123"
 # The contract's families (CONTRACT.md) and those the alert rules add.
 FAMILIES = {
     "shop_orders", "shop_lots_available", "payments_open", "payments_scan_lag_blocks",
