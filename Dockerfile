@@ -1,6 +1,8 @@
 # The shop's image: web (gunicorn), Celery worker and beat all run from it (docker-compose.yml).
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=config.settings.production
+# /metrics adds up every gunicorn worker's request histograms from here (config/gunicorn.py empties it at start).
+ENV PROMETHEUS_MULTIPROC_DIR=/tmp/prometheus-multiproc
 RUN apt-get update && apt-get install -y --no-install-recommends gettext && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 # Dependencies first: a change to the code alone does not reinstall them.
@@ -19,4 +21,4 @@ RUN DJANGO_DEBUG=1 python manage.py compilemessages -v0 \
 RUN useradd --system --uid 10001 --home /app shop && chown -R shop /app
 USER shop
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", "--logger-class", "config.redaction.RedactingGunicornLogger"]
+CMD ["gunicorn", "config.wsgi", "-c", "python:config.gunicorn", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", "--logger-class", "config.redaction.RedactingGunicornLogger"]

@@ -5,6 +5,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from config.health import healthz
+from config.metrics_view import metrics
 from config.staff_login import OptionalOTPAuthenticationForm
 from payments.ledger_views import ledger_page
 from shop.views import manifest_public_key
@@ -19,6 +20,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     path("api/v1/", include("shop.api_urls")),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("ops/", include("provisioning.urls")),
     path("manifest-key.pub", manifest_public_key, name="manifest_public_key"),
     path("", include("shop.urls")),

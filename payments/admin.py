@@ -47,7 +47,7 @@ class AssetInline(admin.TabularInline):
 class NetworkAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "chain_id", "confirmations_required", "enabled", "verifier"]
     list_editable = ["enabled"]
-    readonly_fields = ["rpc_ok", "rpc_checked_at", "rpc_error", "head_block", "scan_lease_until"]
+    readonly_fields = ["rpc_ok", "rpc_checked_at", "rpc_error", "rpc_errors", "head_block", "scan_lease_until"]
     inlines = [AssetInline]
 
     @admin.display(description="verifier (offered at checkout?)")

@@ -65,6 +65,13 @@ class Network(models.Model):
     rpc_checked_at = models.DateTimeField(null=True, blank=True)
     rpc_error = models.CharField(max_length=300, blank=True)
     head_block = models.PositiveBigIntegerField(null=True, blank=True)
+    # Failed contacts with the RPC since the network was added: /metrics' payments_rpc_errors_total, counted in
+    # the row (not in one process's memory) so that every worker's failures add up and survive a restart.
+    rpc_errors = models.PositiveBigIntegerField(default=0, editable=False)
+    scan_lag_budget_blocks = models.PositiveIntegerField(
+        default=100,
+        help_text="How far the scan may fall behind the head (about five minutes of blocks) before an alert fires.",
+    )
     # A claim on the network's scan, so that two workers never scan it at once.
     scan_lease_until = models.DateTimeField(null=True, blank=True)
 

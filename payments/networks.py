@@ -6,7 +6,7 @@ import datetime as dt
 import os
 
 from django.conf import settings
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Prefetch, Q, QuerySet
 from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -74,7 +74,9 @@ def network_health_record(*, network: Network, ok: bool, error: str = "", head: 
     if head is not None:
         fields["head_block"] = head
     flipped = network.rpc_ok != ok
-    Network.objects.filter(pk=network.pk).update(**fields)
+    # Counted in the database, one increment per failure: every worker's failures add up (payments_rpc_errors_total).
+    counted = {} if ok else {"rpc_errors": F("rpc_errors") + 1}
+    Network.objects.filter(pk=network.pk).update(**fields, **counted)
     for name, value in fields.items():
         setattr(network, name, value)
     if flipped:  # an update() sends no post_save: the cached catalog (shop.catalog) listens to this instead

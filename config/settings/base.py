@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
 from config.settings.env import env_bool, env_int, env_list, env_share, env_str
@@ -56,6 +57,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.metrics_http.RequestLatencyMiddleware",  # first: the latency it measures includes every other one
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -251,6 +253,11 @@ REFUND_MIN_USD = Decimal(env_str("REFUND_MIN_USD", "1.00"))
 TREASURY_ADDRESS = env_str("TREASURY_ADDRESS", "")
 # Who hears of money leaving a deposit address unexplained (it may mean a leaked key); ADMINS when empty.
 STAFF_ALERT_EMAILS = env_list("STAFF_ALERT_EMAILS", [])
+# /metrics: with a token, every scraper needs `Authorization: Bearer <token>`; without one, loopback clients only.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# A short token could be guessed by whoever reaches /metrics: refused at start, not found out later.
+if METRICS_TOKEN and (len(METRICS_TOKEN) < 32 or not METRICS_TOKEN.isascii() or not METRICS_TOKEN.isalnum()):
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 32 letters and digits: `openssl rand -hex 32`")
 # A background job (an email, a payment check, a preparation run...) not run this long after its change
 # committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
 JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)

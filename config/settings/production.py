@@ -10,7 +10,7 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 # (config/apps.py, after this module's values are final).
 
 # Static files served by the web process itself, compressed and with hashed names.
-MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]  # noqa: F405
+MIDDLEWARE = [*MIDDLEWARE[:2], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[2:]]  # noqa: F405
 STORAGES = {
     **STORAGES,  # noqa: F405
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
@@ -19,7 +19,7 @@ STORAGES = {
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
 # Container and load-balancer health checks ask over plain HTTP from inside.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True

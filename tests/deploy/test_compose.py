@@ -120,7 +120,8 @@ if _compose_plugin():
             "REDIS_PASSWORD": "b" * 32,
             "NODE_SSH_KEY_PATH": str(key),
         }
-        for profile in ([], ["--profile", "dev"]):
+        values["METRICS_TOKEN"] = "c" * 32
+        for profile in ([], ["--profile", "dev"], ["--profile", "monitoring"]):
             checked = subprocess.run(
                 ["docker", "compose", "-f", str(COMPOSE_FILE), *profile, "config", "--quiet"],
                 cwd=ROOT,
@@ -130,3 +131,27 @@ if _compose_plugin():
                 timeout=60,
             )
             assert checked.returncode == 0, checked.stderr
+
+
+def test_the_monitoring_profile_runs_prometheus_with_the_rules_scraping_the_web_service_with_the_token(compose):
+    prometheus = compose["services"]["prometheus"]
+
+    assert prometheus["profiles"] == ["monitoring"]
+    assert prometheus.get("restart") in RESTART_POLICIES and prometheus["healthcheck"]["test"]
+    mounts = {volume.split(":")[1]: volume.split(":")[0] for volume in prometheus["volumes"]}
+    assert mounts["/etc/prometheus/alerts.yml"] == "./deploy/prometheus/alerts.yml"
+    config = yaml.safe_load((ROOT / mounts["/etc/prometheus/prometheus.yml"]).read_text())
+    assert "/etc/prometheus/alerts.yml" in config["rule_files"]
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics" and job["static_configs"][0]["targets"] == ["web:8000"]
+    # The token: the web service's METRICS_TOKEN, given to Prometheus as a secret file
+    assert job["authorization"] == {"type": "Bearer", "credentials_file": "/run/secrets/metrics_token"}
+    assert "metrics_token" in prometheus["secrets"]
+    assert compose["secrets"]["metrics_token"] == {"environment": "METRICS_TOKEN"}
+    assert environment(compose["services"]["web"])["METRICS_TOKEN"] == "${METRICS_TOKEN:-}"
+
+
+def test_gunicorn_adds_up_its_workers_request_histograms(compose):
+    web = compose["services"]["web"]
+    assert "-c python:config.gunicorn" in web["command"]
+    assert environment(web)["PROMETHEUS_MULTIPROC_DIR"]
