@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
 from config.settings.env import env_bool, env_int, env_list, env_share, env_str
@@ -326,11 +327,18 @@ PREPARATION_STUCK_AFTER_SECONDS = env_int("PREPARATION_STUCK_AFTER_SECONDS", 120
 REMINDER_HOURS = (72, 24, 1)
 
 DEFAULT_EXCEPTION_REPORTER_FILTER = "config.redaction.SecretsHidingExceptionReporterFilter"
+# `json`: one JSON object per line (time, level, logger, message, and order, network, node, task where known);
+# else text with the same fields (config/logs.py). Either way every line goes through config.redaction: order
+# tokens, API tokens, private keys, mnemonics and URL passwords never reach a log.
+LOG_FORMAT = env_str("LOG_FORMAT", "text").strip().lower() or "text"
+if LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use json, or text (the default)")
+LOG_FORMATTER = "config.logs.RedactingJsonFormatter" if LOG_FORMAT == "json" else "config.logs.HumanFormatter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # Every line through config.redaction: order tokens, API tokens and private keys never reach a log.
-    "formatters": {"redacting": {"()": "config.redaction.RedactingFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "redacting"}},
+    "filters": {"context": {"()": "config.log_context.ContextFilter"}},
+    "formatters": {"default": {"()": LOG_FORMATTER}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default", "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
