@@ -252,6 +252,9 @@ REFUND_MIN_USD = Decimal(env_str("REFUND_MIN_USD", "1.00"))
 TREASURY_ADDRESS = env_str("TREASURY_ADDRESS", "")
 # Who hears of money leaving a deposit address unexplained (it may mean a leaked key); ADMINS when empty.
 STAFF_ALERT_EMAILS = env_list("STAFF_ALERT_EMAILS", [])
+# A chat channel's incoming webhook: every staff notification is also POSTed there as {"text": ...}
+# (shop/staff_notices.py). Its URL is its secret: never logged.
+STAFF_WEBHOOK_URL = env_str("STAFF_WEBHOOK_URL", "").strip()
 # A background job (an email, a payment check, a preparation run...) not run this long after its change
 # committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
 JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)
