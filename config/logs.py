@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 
 from pythonjsonlogger.json import JsonFormatter
 
 from config.log_context import FIELDS
-from config.redaction import RedactingFormatter, redact
+from config.redaction import RedactingFormatter, RedactingGunicornLogger, redact
 
 HUMAN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(context)s%(message)s"
 
@@ -63,3 +64,14 @@ def _redacted(value: object) -> object:
     if isinstance(value, list | tuple):
         return [_redacted(item) for item in value]
     return value
+
+
+class GunicornLogger(RedactingGunicornLogger):
+    """gunicorn's own error and access logs (its loggers do not propagate to Django's): redacted as before, and
+    one JSON object per line under LOG_FORMAT=json (`--logger-class config.logs.GunicornLogger`)."""
+
+    def setup(self, cfg) -> None:
+        super().setup(cfg)
+        if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":
+            for handler in [*self.error_log.handlers, *self.access_log.handlers]:
+                handler.setFormatter(RedactingJsonFormatter())

@@ -79,3 +79,12 @@ def test_text_logs_carry_time_level_logger_and_context_and_redact_secrets():
         line,
     ), line
     assert "could not connect to postgres://shop:[redacted]@db" in output  # the traceback too
+
+
+def test_an_unknown_log_format_stops_the_process_saying_what_to_use():
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=clean_environment(LOG_FORMAT="xml"),
+        capture_output=True, text=True, timeout=120,
+    )
+
+    assert done.returncode != 0 and "LOG_FORMAT='xml': use json, or text" in done.stderr
