@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.views.debug import SafeExceptionReporterFilter
 from gunicorn.glogging import Logger as GunicornLogger
@@ -71,7 +73,20 @@ def _mnemonic_redacted(match: re.Match) -> str:
     return "".join(out)
 
 
+def _webhook_path_pattern() -> re.Pattern | None:
+    """A chat webhook's URL is its credential (Slack's /services/T../B../secret): its path never reaches a log,
+    whoever writes it (urllib3 logs the request line at DEBUG)."""
+    url = os.environ.get("STAFF_WEBHOOK_URL", "").strip()
+    secret = url[len(urlsplit(url)._replace(path="", query="", fragment="").geturl()) :] if url else ""
+    return re.compile(re.escape(secret)) if len(secret) > 1 else None
+
+
+WEBHOOK_PATH = _webhook_path_pattern()
+
+
 def redact(text: str) -> str:
+    if WEBHOOK_PATH is not None:
+        text = WEBHOOK_PATH.sub(f"/{REDACTED}", text)
     for pattern, replacement in PATTERNS:
         text = pattern.sub(replacement, text)
     return _WORDS_RUN.sub(_mnemonic_redacted, text) if BIP39_WORDS else text

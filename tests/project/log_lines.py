@@ -20,6 +20,7 @@ from config.log_context import log_context  # noqa: E402
 SECRET_URL = os.environ["LOG_TEST_SECRET_URL"]
 BEARER = os.environ["LOG_TEST_BEARER"]
 MNEMONIC = os.environ["LOG_TEST_MNEMONIC"]
+WEBHOOK_PATH = "/" + os.environ["STAFF_WEBHOOK_URL"].split("/", 3)[3]
 
 
 @app.task(name="tests.log_lines.pass_task")
@@ -29,6 +30,7 @@ def pass_task() -> None:
         log.info("scan pass over %s with Authorization: Bearer %s", SECRET_URL, BEARER)
         with log_context(order="B2-AAAA-BBBB", node="gpu-7"):
             logging.getLogger("provisioning.prepare").warning("treasurer pasted %s", MNEMONIC)
+            logging.getLogger("urllib3.connectionpool").info('"POST %s HTTP/1.1" 200 2', WEBHOOK_PATH)
             try:
                 raise ConnectionError(f"could not connect to {SECRET_URL}")
             except ConnectionError:

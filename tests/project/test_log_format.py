@@ -19,13 +19,15 @@ MNEMONIC = (
     "legal winner thank year wave sausage worth useful legal winner thank year wave sausage worth useful "
     "legal winner thank year wave sausage worth title"
 )
-SECRETS = (PASSWORD, BEARER, "sausage worth useful")
+WEBHOOK_URL = "https://chat.example.org/hooks/T0AAA/B0BBB/hookSecret42"
+SECRETS = (PASSWORD, BEARER, "sausage worth useful", "hookSecret42")
 
 
 def run_logging_process(**env: str) -> str:
     """The lines a real process writes (stderr: the console handler's stream)."""
     environment = clean_environment(
         LOG_TEST_SECRET_URL=SECRET_URL, LOG_TEST_BEARER=BEARER, LOG_TEST_MNEMONIC=MNEMONIC, LOG_LEVEL="INFO",
+        STAFF_WEBHOOK_URL=WEBHOOK_URL,
         CELERY_TASK_ALWAYS_EAGER="1", **env,
     )
     done = subprocess.run(
@@ -43,6 +45,7 @@ def test_json_logs_are_one_object_per_line_with_time_level_logger_and_context():
 
     ours = [r for r in records if r["logger"].startswith(("payments.", "provisioning.", "shop."))]
     assert [r["logger"] for r in ours] == ["payments.scan", "provisioning.prepare", "payments.settle", "shop.placement"]
+    assert any(r["logger"] == "urllib3.connectionpool" for r in records)
     for record in records:
         assert {"time", "level", "logger", "message"} <= set(record)
         assert dt.datetime.fromisoformat(record["time"]).tzinfo is not None
@@ -56,7 +59,7 @@ def test_json_logs_are_one_object_per_line_with_time_level_logger_and_context():
     assert outside["order"] == "B2-CCCC-DDDD" and "task" not in outside and "network" not in outside
 
 
-def test_json_logs_redact_url_passwords_bearer_tokens_and_mnemonics():
+def test_json_logs_redact_url_passwords_bearer_tokens_mnemonics_and_the_chat_webhook():
     output = run_logging_process(LOG_FORMAT="json")
 
     for secret in SECRETS:
@@ -64,6 +67,7 @@ def test_json_logs_redact_url_passwords_bearer_tokens_and_mnemonics():
     messages = [json.loads(line)["message"] for line in output.splitlines() if line.strip()]
     assert "scan pass over postgres://shop:[redacted]@db:5432/shop with Authorization: Bearer [redacted]" in messages
     assert "treasurer pasted [redacted] mnemonic" in messages
+    assert '"POST /[redacted] HTTP/1.1" 200 2' in messages  # the chat webhook's path is its credential
 
 
 def test_text_logs_carry_time_level_logger_and_context_and_redact_secrets():
