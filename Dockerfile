@@ -21,4 +21,4 @@ RUN DJANGO_DEBUG=1 python manage.py compilemessages -v0 \
 RUN useradd --system --uid 10001 --home /app shop && chown -R shop /app
 USER shop
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi", "-c", "python:config.gunicorn", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", "--logger-class", "config.redaction.RedactingGunicornLogger"]
+CMD ["gunicorn", "config.wsgi", "-c", "python:config.gunicorn", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", "--logger-class", "config.logs.GunicornLogger"]

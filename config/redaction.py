@@ -6,8 +6,12 @@ The order page's URL carries its secret token (`/o/<reference>/<token>/`), so a 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import re
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.views.debug import SafeExceptionReporterFilter
 from gunicorn.glogging import Logger as GunicornLogger
@@ -27,10 +31,65 @@ PATTERNS = [
 ]
 
 
+# A BIP-39 mnemonic (12 to 24 words of its English list in a row) is the shop's keys: never logged. The list
+# ships with bip-utils (a dependency); read as a file, without importing the library.
+MNEMONIC_MIN_WORDS = 12
+_WORDS_RUN = re.compile(rf"\b[a-z]{{3,8}}(?:\s+[a-z]{{3,8}}){{{MNEMONIC_MIN_WORDS - 1},}}\b")
+
+
+def _bip39_words() -> frozenset[str]:
+    spec = importlib.util.find_spec("bip_utils")
+    if spec is None or spec.origin is None:
+        return frozenset()
+    path = Path(spec.origin).parent / "bip" / "bip39" / "wordlist" / "english.txt"
+    return frozenset(path.read_text(encoding="utf-8").split()) if path.exists() else frozenset()
+
+
+BIP39_WORDS = _bip39_words()
+
+
+def _mnemonic_redacted(match: re.Match) -> str:
+    """Within a run of short lower-case words, each stretch of 12 or more BIP-39 words is redacted."""
+    words = re.split(r"(\s+)", match.group(0))
+    out, stretch = [], []
+
+    def flush() -> None:
+        kept = [w for w in stretch if not w.isspace()]
+        if len(kept) >= MNEMONIC_MIN_WORDS:
+            leading = stretch[0] if stretch[0].isspace() else ""
+            trailing = stretch[-1] if stretch[-1].isspace() else ""
+            out.append(f"{leading}{REDACTED} mnemonic{trailing}")
+        else:
+            out.extend(stretch)
+        stretch.clear()
+
+    for part in words:
+        if part.isspace() or part in BIP39_WORDS:
+            stretch.append(part)
+        else:
+            flush()
+            out.append(part)
+    flush()
+    return "".join(out)
+
+
+def _webhook_path_pattern() -> re.Pattern | None:
+    """A chat webhook's URL is its credential (Slack's /services/T../B../secret): its path never reaches a log,
+    whoever writes it (urllib3 logs the request line at DEBUG)."""
+    url = os.environ.get("STAFF_WEBHOOK_URL", "").strip()
+    secret = url[len(urlsplit(url)._replace(path="", query="", fragment="").geturl()) :] if url else ""
+    return re.compile(re.escape(secret)) if len(secret) > 1 else None
+
+
+WEBHOOK_PATH = _webhook_path_pattern()
+
+
 def redact(text: str) -> str:
+    if WEBHOOK_PATH is not None:
+        text = WEBHOOK_PATH.sub(f"/{REDACTED}", text)
     for pattern, replacement in PATTERNS:
         text = pattern.sub(replacement, text)
-    return text
+    return _WORDS_RUN.sub(_mnemonic_redacted, text) if BIP39_WORDS else text
 
 
 class RedactingFormatter(logging.Formatter):

@@ -22,11 +22,10 @@ import datetime as dt
 import logging
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 
-from config.jobs.outbox import job_enqueue
 from payments.credits import Transfer
 from payments.lifecycle import payment_note
 from payments.models import Network, PaymentRequest, Refund, RefundStatus, Sweep, UnexpectedOutflow
@@ -35,12 +34,13 @@ from payments.reconfirm import is_final as block_is_final
 from payments.refunds import refund_transition
 from payments.rpc import RpcClient, RpcUnavailable
 from shop.outbox import email_enqueue
+from shop.staff_notices import staff_email_send, staff_notify, staff_recipients
 
 log = logging.getLogger(__name__)
 
 R = RefundStatus
 ACTOR = "system"
-ALERT_TASK = "payments.tasks.outflow_alert_task"
+ALERT_ROLES = ("operator", "treasurer")  # operators acknowledge it on /ops/; treasurers hold the keys
 REFUND_SENT, SWEPT, UNEXPECTED = "refund_sent", "swept", "unexpected_outflow"
 
 
@@ -91,7 +91,12 @@ def _classify(payment: PaymentRequest, transfer: Transfer, key: dict, now: dt.da
             amount_base_units=transfer.amount, block_number=transfer.block_number, created_at=now,
         )
         payment_note(payment=payment, actor=ACTOR, now=now, reason=f"{UNEXPECTED}: {_what(transfer)}")
-        job_enqueue(ALERT_TASK, outflow_id=outflow.pk)
+        outflow.payment, outflow.network = payment, network
+        subject, body = outflow_alert_text(outflow)
+        staff_notify(
+            roles=ALERT_ROLES, extra=settings.STAFF_ALERT_EMAILS, subject=subject, body=body,
+            link=reverse("provisioning:console"),
+        )
         log.error("%s: unexpected outflow from %s: %s", network.slug, payment.address, _what(transfer))
         return UNEXPECTED
 
@@ -208,17 +213,9 @@ def outflow_acknowledge(*, outflow_id: int, by: str, now: dt.datetime | None = N
     )
 
 
-def staff_alert_recipients() -> list[str]:
-    return list(settings.STAFF_ALERT_EMAILS) or [email for _name, email in settings.ADMINS]
-
-
-def outflow_alert_send(*, outflow_id: int) -> int:
-    """The staff email for one unexpected outflow (run by a job, after the scan's transaction committed)."""
-    outflow = UnexpectedOutflow.objects.select_related("payment__order", "network").get(pk=outflow_id)
-    recipients = staff_alert_recipients()
-    if not recipients:
-        log.error("unexpected outflow %s: no STAFF_ALERT_EMAILS or ADMINS to tell", outflow.pk)
-        return 0
+def outflow_alert_text(outflow: UnexpectedOutflow) -> tuple[str, str]:
+    """The staff notification's subject and body (shop/staff_notices.py: operators, treasurers and
+    STAFF_ALERT_EMAILS; ADMINS when there are none)."""
     asset = f"token {outflow.token_contract}" if outflow.token_contract else "native coin"
     body = (
         f"Money left the deposit address {outflow.payment.address} of order {outflow.payment.order.reference} "
@@ -228,4 +225,12 @@ def outflow_alert_send(*, outflow_id: int) -> int:
         "It may mean the deposit key leaked. It is listed on the operator console until acknowledged."
     )
     subject = f"[{outflow.network.slug}] unexpected outflow from {outflow.payment.address}"
-    return send_mail(subject, body, None, recipients)
+    return subject, body
+
+
+def outflow_alert_send(*, outflow_id: int) -> int:
+    """A job stored before staff notifications went through shop.staff_notices: sent as it was then."""
+    outflow = UnexpectedOutflow.objects.select_related("payment__order", "network").get(pk=outflow_id)
+    subject, body = outflow_alert_text(outflow)
+    recipients = staff_recipients(roles=ALERT_ROLES, extra=settings.STAFF_ALERT_EMAILS)
+    return staff_email_send(subject=subject, body=body, recipients=recipients) if recipients else 0

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from django.db.models import Min
 from django.utils import timezone
 
+from config.log_context import log_context
 from payments.credits import TRANSFER_TOPIC, Transfer, address_topic, credit_record, topic_address
 from payments.models import Asset, Network, PaymentRequest, PaymentStatus, ScanCursor
 from payments.native import chunks, top_level_moves, unexplained_balance_transfers
@@ -114,6 +115,11 @@ def _cursor(network: Network, head: Head, watched: list[PaymentRequest]) -> Scan
 
 def scan_network(*, network: Network, client: RpcClient | None = None, now: dt.datetime | None = None) -> PassReport:
     """One pass. Raises RpcUnavailable (transient) when no RPC URL gives a fresh head."""
+    with log_context(network=network.slug):
+        return _scan_network(network=network, client=client, now=now)
+
+
+def _scan_network(*, network: Network, client: RpcClient | None, now: dt.datetime | None) -> PassReport:
     now = now or timezone.now()
     client = client or rpc_client(network)
     report = PassReport(network=network.slug)

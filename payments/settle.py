@@ -30,6 +30,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from config.log_context import log_context
 from payments.lifecycle import payment_note, payment_transition
 from payments.models import CreditKind, PaymentRequest, PaymentStatus
 from payments.refunds import refunds_follow
@@ -156,7 +157,12 @@ def _review_lapse_if_money_gone(payment: PaymentRequest, credits: list) -> None:
 
 def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | None:
     """Recompute a payment from its credits and tell the order. Idempotent: run it as often as you like."""
-    now = now or timezone.now()
+    reference = PaymentRequest.objects.filter(pk=payment_id).values_list("order__reference", flat=True).first()
+    with log_context(order=reference):
+        return _payment_settle(payment_id=payment_id, now=now or timezone.now())
+
+
+def _payment_settle(*, payment_id: int, now: dt.datetime) -> str | None:
     with transaction.atomic():
         payment = PaymentRequest.objects.select_for_update().filter(pk=payment_id).first()
         if payment is None:

@@ -17,6 +17,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from config.jobs.outbox import job_enqueue
+from config.log_context import log_context
 from provisioning.access import (
     AccessKeyRefused,
     access_handover,
@@ -136,6 +137,11 @@ def preparation_execute(*, run_id: int) -> str | None:
 
 def _execute(claim: Claim) -> str | None:
     run = PreparationRun.objects.select_related("order__preparation", "node").get(pk=claim.run_id)
+    with log_context(order=run.order.reference, node=run.node.name):
+        return _execute_run(claim, run)
+
+
+def _execute_run(claim: Claim, run: PreparationRun) -> str | None:
     try:
         status, report, error = _run_on_node(run, lost_workdir=claim.lost_workdir)
     except TRANSIENT_DB_ERRORS:
@@ -198,6 +204,12 @@ def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, d
 def preparation_conclude(*, order_id: int, actor: str) -> str:
     """After a run ends: hand over when every node passed; move a failed node's lot to a free node;
     with none free, the order is `preparation_failed` and operators see it at once."""
+    reference = Order.objects.filter(pk=order_id).values_list("reference", flat=True).first()
+    with log_context(order=reference):
+        return _preparation_conclude(order_id=order_id, actor=actor)
+
+
+def _preparation_conclude(*, order_id: int, actor: str) -> str:
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from provisioning.models import (
@@ -23,6 +24,7 @@ from provisioning.models import (
     PreparationRunEvent,
     RunStatus,
 )
+from shop.staff_notices import staff_notify
 
 N = NodeState
 R = RunStatus
@@ -76,6 +78,12 @@ def node_transition(*, node: Node, to: str, actor: str, reason: str = "", now: d
         NodeEvent.objects.create(
             node=node, created_at=now or timezone.now(), from_state=from_state, to_state=to, actor=actor, reason=reason
         )
+        if to == NodeState.FAILED:  # out of sale until an operator looks: they are told, once per failure
+            staff_notify(
+                roles=("operator",), subject=f"Node {node.name} failed",
+                body=f"Node {node.name} ({node.host}) is out of sale.\nWhy: {reason[:500]}",
+                link=reverse("admin:provisioning_node_change", args=[node.pk]),
+            )
     return True
 
 

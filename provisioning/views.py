@@ -1,4 +1,5 @@
-"""The operator console, /ops/: paid orders waiting, preparations running, failures with their reports."""
+"""The operator console, /ops/: what needs attention, paid orders waiting, preparations running, failures with
+their reports."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
+from provisioning.attention import KINDS, needs_attention
 from provisioning.models import Node, PreparationRun, RunStatus
 from provisioning.prepare import PreparationError, preparation_start
 from shop.models import Order, OrderStatus
@@ -28,6 +30,8 @@ def console(request: HttpRequest) -> HttpResponse:
         request,
         "provisioning/console.html",
         {
+            # Everything that waits on a human, oldest first, with where it is handled (provisioning/attention.py).
+            "attention": [(KINDS[item.kind], item) for item in needs_attention()],
             "waiting": waiting,
             "preparing": preparing,
             "failed": failed,

@@ -21,6 +21,7 @@ from shop.lot_messages import only_available_message
 from shop.models import Order, OrderEvent, OrderStatus, Reservation
 from shop.order_links import order_access_token
 from shop.outbox import email_enqueue
+from shop.staff_notices import order_staff_notify
 
 log = logging.getLogger(__name__)
 S = OrderStatus
@@ -63,6 +64,7 @@ def order_transition(*, order: Order, to: str, actor: str, reason: str = "", now
     OrderEvent.objects.create(
         order=order, created_at=now, from_status=from_status, to_status=to, actor=actor, reason=reason
     )
+    order_staff_notify(order=order, to=to, reason=reason)  # paid, in review, failed: staff are told, once
 
 
 def order_note(*, order: Order, actor: str, reason: str, now: dt.datetime) -> None:

@@ -11,6 +11,7 @@ from config.jobs.task import job_task
 from shop.order_lookup import order_lookup_send
 from shop.orders import orders_expire_overdue
 from shop.outbox import CLAIM, email_send
+from shop.staff_notices import StaffWebhookFailed, staff_email_send, staff_webhook_send
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,21 @@ log = logging.getLogger(__name__)
 )
 def email_send_task(email_id: int) -> bool:
     return email_send(email_id=email_id)
+
+
+@job_task(
+    acks_late=True, autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError), retry_backoff=True,
+    max_retries=8,
+)
+def staff_email_task(subject: str, body: str, recipients: list[str]) -> int:
+    """A staff notification's email (shop/staff_notices.py)."""
+    return staff_email_send(subject=subject, body=body, recipients=recipients)
+
+
+@job_task(acks_late=True, autoretry_for=(StaffWebhookFailed,), retry_backoff=5, retry_backoff_max=300, max_retries=5)
+def staff_webhook_task(text: str) -> int:
+    """A staff notification's chat message; a failure is retried here, then by beat (the job outbox)."""
+    return staff_webhook_send(text=text)
 
 
 @job_task(acks_late=True)

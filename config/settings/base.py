@@ -258,6 +258,9 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # A short token could be guessed by whoever reaches /metrics: refused at start, not found out later.
 if METRICS_TOKEN and (len(METRICS_TOKEN) < 32 or not METRICS_TOKEN.isascii() or not METRICS_TOKEN.isalnum()):
     raise ImproperlyConfigured("METRICS_TOKEN must be at least 32 letters and digits: `openssl rand -hex 32`")
+# A chat channel's incoming webhook: every staff notification is also POSTed there as {"text": ...}
+# (shop/staff_notices.py). Its URL is its secret: never logged.
+STAFF_WEBHOOK_URL = env_str("STAFF_WEBHOOK_URL", "").strip()
 # A background job (an email, a payment check, a preparation run...) not run this long after its change
 # committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
 JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)
@@ -333,11 +336,18 @@ PREPARATION_STUCK_AFTER_SECONDS = env_int("PREPARATION_STUCK_AFTER_SECONDS", 120
 REMINDER_HOURS = (72, 24, 1)
 
 DEFAULT_EXCEPTION_REPORTER_FILTER = "config.redaction.SecretsHidingExceptionReporterFilter"
+# `json`: one JSON object per line (time, level, logger, message, and order, network, node, task where known);
+# else text with the same fields (config/logs.py). Either way every line goes through config.redaction: order
+# tokens, API tokens, private keys, mnemonics and URL passwords never reach a log.
+LOG_FORMAT = env_str("LOG_FORMAT", "text").strip().lower() or "text"
+if LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use json, or text (the default)")
+LOG_FORMATTER = "config.logs.RedactingJsonFormatter" if LOG_FORMAT == "json" else "config.logs.HumanFormatter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # Every line through config.redaction: order tokens, API tokens and private keys never reach a log.
-    "formatters": {"redacting": {"()": "config.redaction.RedactingFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "redacting"}},
+    "filters": {"context": {"()": "config.log_context.ContextFilter"}},
+    "formatters": {"default": {"()": LOG_FORMATTER}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default", "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }

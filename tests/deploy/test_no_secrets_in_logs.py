@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import subprocess
 import sys
@@ -65,12 +66,15 @@ def test_redaction_keeps_what_reviewers_need_and_hides_credentials():
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_gunicorns_access_log_shows_the_order_path_without_its_token(require_postgres, tmp_path):
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_gunicorns_access_log_shows_the_order_path_without_its_token(require_postgres, tmp_path, log_format):
     port = free_port()
     access_log = tmp_path / "access.log"
-    env = clean_environment(DJANGO_SETTINGS_MODULE="config.settings.base", DATABASE_URL=database_url_for_tests())
+    env = clean_environment(
+        DJANGO_SETTINGS_MODULE="config.settings.base", DATABASE_URL=database_url_for_tests(), LOG_FORMAT=log_format
+    )
     command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
-    command += ["--access-logfile", str(access_log), "--logger-class", "config.redaction.RedactingGunicornLogger"]
+    command += ["--access-logfile", str(access_log), "--logger-class", "config.logs.GunicornLogger"]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/o/B2-AAAA-BBBB/{FAKE_TOKEN}/"
@@ -93,8 +97,13 @@ def test_gunicorns_access_log_shows_the_order_path_without_its_token(require_pos
         server.wait(timeout=10)
 
     written = access_log.read_text()
-    assert '"GET /o/B2-AAAA-BBBB/[redacted]/ HTTP/1.1" 404' in written
     assert FAKE_TOKEN not in written
+    if log_format == "json":  # one object per line, the request line in its message
+        records = [json.loads(line) for line in written.splitlines() if line.strip()]
+        written = "\n".join(record["message"] for record in records)
+        assert {record["logger"] for record in records} == {"gunicorn.access"}
+        assert all(record["level"] == "INFO" and record["time"] for record in records)
+    assert '"GET /o/B2-AAAA-BBBB/[redacted]/ HTTP/1.1" 404' in written
 
 
 def test_the_debug_error_page_hides_database_and_broker_passwords_and_the_manifest_key(settings):
