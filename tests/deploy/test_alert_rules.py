@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.metrics_scrape import METRICS_URL, family_names
-from tests.servers import ROOT
+from tests.servers import ROOT, server_missing
 
 ALERTS_FILE = ROOT / "deploy" / "prometheus" / "alerts.yml"
 # What the issue asks an alert for, by the rule that covers it.
@@ -83,8 +83,9 @@ def test_every_alert_is_documented_in_the_readme():
     assert [rule["alert"] for rule in rules() if f"`{rule['alert']}`" not in readme] == []
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Prometheus's own checker) is not installed")
 def test_promtool_accepts_the_rules():
+    if shutil.which("promtool") is None:
+        server_missing("promtool (Debian's prometheus package)")
     checked = subprocess.run(
         ["promtool", "check", "rules", str(ALERTS_FILE)], capture_output=True, text=True, timeout=60
     )
