@@ -29,7 +29,7 @@ import shlex
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from config.jobs.outbox import job_enqueue
@@ -265,7 +265,6 @@ def check_stop_over_time(*, check_id: int) -> None:
 
 def checks_latest(nodes: list[Node]) -> dict[int, NodeCheck]:
     """Each node's latest check (the console shows it on the node's row)."""
-    latest: dict[int, NodeCheck] = {}
-    for check in NodeCheck.objects.filter(node__in=nodes).order_by("node_id", "-created_at", "-pk"):
-        latest.setdefault(check.node_id, check)
-    return latest
+    newest = NodeCheck.objects.filter(node=OuterRef("node_id")).order_by("-created_at", "-pk").values("pk")[:1]
+    checks = NodeCheck.objects.filter(node__in=nodes, pk=Subquery(newest))  # one query, however many probes ran
+    return {check.node_id: check for check in checks}

@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from provisioning.models import CheckKind, NodeCheck, NodeEvent, NodeState, PreparationRun
 from provisioning.node_checks import recheck_start
 from provisioning.states import node_state_set
-from provisioning.tasks import node_probe_idle_task
+from provisioning.tasks import node_check_task, node_probe_idle_task
 from shop.models import Preparation
 from tests.preflight import fake_tools
 from tests.provisioning_flow.node_faults import prepare
@@ -124,6 +124,14 @@ def test_the_probe_sets_aside_a_node_that_presents_another_host_key(
     impostor.refresh_from_db()
     assert check.passed is False and "HostKeyMismatch" in check.reason
     assert impostor.state == NodeState.FAILED and "presented host key" in impostor.state_reason
+
+    # And the check's job delivered again does nothing: the check, the node and its events stay as they are
+    events = NodeEvent.objects.filter(node=impostor).count()
+    assert node_check_task(check.pk) is None
+    check.refresh_from_db()
+    assert check.attempt == 1 and NodeEvent.objects.filter(node=impostor).count() == events
+    # And the next day's probe leaves the failed node alone: only a recheck brings it back
+    assert probe(django_capture_on_commit_callbacks) == []
 
 
 @pytest.mark.django_db
