@@ -251,7 +251,7 @@ def test_the_console_button_rechecks_a_failed_node_and_the_row_shows_the_outcome
 
 @pytest.mark.django_db
 def test_a_recheck_that_fails_keeps_the_node_failed_with_the_new_reason(
-    local_node, broken_preparation, operator, client, django_capture_on_commit_callbacks
+    local_node, broken_preparation, operator, client, admin_client, django_capture_on_commit_callbacks
 ):
     # Given a failed node and one in maintenance
     failed = local_node(name="node-failed")
@@ -278,6 +278,11 @@ def test_a_recheck_that_fails_keeps_the_node_failed_with_the_new_reason(
     # And the console shows why
     console = client.get("/ops/").content.decode()
     assert "Last recheck (olga," in console and "failed: recheck: the setup step exited with 3" in console
+    # And so does the admin's list of checks
+    admin_list = admin_client.get("/admin/provisioning/nodecheck/?kind=recheck").content.decode()
+    assert (
+        "node-failed" in admin_list and "node-serviced" in admin_list and "the setup step exited with 3" in admin_list
+    )
 
 
 @pytest.mark.django_db
