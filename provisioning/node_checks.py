@@ -39,6 +39,7 @@ from provisioning.models import AccessGrant, CheckKind, Node, NodeCheck, NodeSta
 from provisioning.node_steps import RECHECK_STEPS, NodeJob, steps_run
 from provisioning.preflight import hardware
 from provisioning.preflight.profile import DEFAULT_THRESHOLDS
+from provisioning.prepare import TRANSIENT_DB_ERRORS
 from provisioning.states import node_reason_note, nodes_transition
 from shop import capacity
 from shop.models import Preparation
@@ -129,6 +130,8 @@ def check_execute(*, check_id: int) -> bool | None:
             passed, reason, report = _recheck_on_node(check, lost_workdir=lost_workdir)
         else:
             passed, reason, report = _probe_node(check)
+    except TRANSIENT_DB_ERRORS:
+        raise  # the database, not the node: the task runs the check again as its next attempt
     except DriverError as exc:  # unreachable, a wrong host key, timed out
         passed, reason, report = False, f"{type(exc).__name__}: {exc}", None
     except Exception as exc:  # anything else is the check's failure, never a check left open

@@ -11,6 +11,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from provisioning import node_steps
 from provisioning.models import CheckKind, NodeCheck, NodeEvent, NodeState, PreparationRun
 from provisioning.node_checks import recheck_start
 from provisioning.states import node_state_set
@@ -18,6 +19,7 @@ from provisioning.tasks import node_check_task, node_probe_idle_task
 from shop.models import Preparation
 from tests.preflight import fake_tools
 from tests.provisioning_flow.node_faults import prepare
+from tests.provisioning_flow.test_fault_database_error import fails_once, retries_run_in_process  # noqa: F401
 
 RECHECK = "/api/v1/nodes/{}/recheck/"
 BUTTON = "/ops/nodes/{}/recheck/"
@@ -341,5 +343,28 @@ def test_only_operators_recheck_nodes(local_node, operator, reviewer, client, dj
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(RECHECK.format(node.name), **token)
     assert response.status_code == 202 and response.json()["requested_by"] == "olga"
+    node.refresh_from_db()
+    assert node.state == NodeState.AVAILABLE
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("retries_run_in_process")
+def test_a_database_error_during_a_recheck_is_retried_and_never_blamed_on_the_node(
+    local_node, fast_preparation, monkeypatch, django_capture_on_commit_callbacks
+):
+    # Given a failed node and a database that fails once while the recheck writes its progress
+    node = local_node(name="node-flaky-db")
+    set_aside(node)
+    raised = fails_once(monkeypatch, (node_steps, "progress_write"))
+
+    # When its recheck runs
+    with django_capture_on_commit_callbacks(execute=True):
+        check = recheck_start(node=node, actor="otto", preparation=fast_preparation)
+
+    # Then the task ran it again as its next attempt, which passed: the node is back, not blamed
+    assert raised
+    check.refresh_from_db()
+    assert (check.passed, check.attempt) == (True, 2), check.reason
+    assert "attempt 2: the previous attempt was lost" in check.log
     node.refresh_from_db()
     assert node.state == NodeState.AVAILABLE
