@@ -208,7 +208,7 @@ STEPS = (
 
 
 # A recheck between rentals: everything but the grant (no order, no account, no tenant key).
-RECHECK_STEPS = STEPS[:-1]
+RECHECK_STEPS = tuple(step for step in STEPS if step.run is not grant)
 
 
 def steps_run(job: NodeJob, steps: tuple[Step, ...] = STEPS) -> tuple[str, dict | None, str]:
