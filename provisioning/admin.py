@@ -9,6 +9,7 @@ from provisioning.models import (
     AccessGrant,
     Manifest,
     Node,
+    NodeCheck,
     NodeEvent,
     NodeState,
     PreparationRun,
@@ -64,6 +65,16 @@ class NodeAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{node.name}: cannot move from {node.state} to {to}", messages.WARNING)
             else:
                 self.message_user(request, f"{node.name}: {to}" if moved else f"{node.name}: already {to}")
+
+
+@admin.register(NodeCheck)
+class NodeCheckAdmin(ReadOnlyAdmin):
+    """Rechecks and probes of nodes between rentals (provisioning.node_checks): who, when, the outcome, why."""
+
+    list_display = ["node", "kind", "requested_by", "created_at", "finished_at", "passed", "reason"]
+    list_filter = ["kind", "passed", "node"]
+    list_select_related = ["node"]
+    search_fields = ["node__name", "reason"]
 
 
 @admin.register(PreparationRun)

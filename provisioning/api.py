@@ -1,4 +1,5 @@
-"""POST /api/v1/orders/<reference>/prepare/: operators only (session or DRF token)."""
+"""POST /api/v1/orders/<reference>/prepare/ and POST /api/v1/nodes/<name>/recheck/: operators only (session or
+DRF token)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api_errors import CONFLICT, NOT_ALLOWED, NOT_FOUND
+from config.api_errors import BAD_INPUT, CONFLICT, NOT_ALLOWED, NOT_FOUND
+from provisioning.models import Node, NodeCheck
+from provisioning.node_checks import RecheckRefused, UnknownPreparation, recheck_start
 from provisioning.prepare import PreparationError, preparation_start
 from shop.models import Order
 
@@ -47,3 +50,68 @@ class OrderPrepareApi(APIView):
             "runs": [{"id": run.pk, "node": run.node.name, "status": run.status} for run in runs],
         }
         return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class RecheckInput(serializers.Serializer):
+    preparation = serializers.SlugField(
+        required=False,
+        max_length=50,
+        help_text="The preparation whose setup step and preflight profile run (default: two-card-distributed).",
+    )
+
+
+class NodeCheckOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    node = serializers.CharField()
+    kind = serializers.CharField()
+    requested_by = serializers.CharField()
+    preparation = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    passed = serializers.BooleanField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+
+
+def node_check_body(check: NodeCheck) -> dict:
+    return {
+        "id": check.pk,
+        "node": check.node.name,
+        "kind": check.kind,
+        "requested_by": check.requested_by,
+        "preparation": check.preparation.slug if check.preparation else None,
+        "created_at": check.created_at,
+        "finished_at": check.finished_at,
+        "passed": check.passed,
+        "reason": check.reason,
+    }
+
+
+class NodeRecheckApi(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        request=RecheckInput,
+        responses={
+            202: NodeCheckOutput,
+            400: BAD_INPUT,
+            401: NOT_ALLOWED,
+            403: NOT_ALLOWED,
+            404: NOT_FOUND,
+            409: CONFLICT,
+        },
+        summary="Recheck a failed or maintenance node: the preflight without an order (operators)",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        node = get_object_or_404(Node, name=name)
+        given = RecheckInput(data=request.data)
+        given.is_valid(raise_exception=True)
+        try:
+            check = recheck_start(
+                node=node, actor=request.user.get_username(), preparation=given.validated_data.get("preparation", "")
+            )
+        except UnknownPreparation as exc:
+            return Response({"preparation": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        except RecheckRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        check.refresh_from_db()
+        return Response(NodeCheckOutput(node_check_body(check)).data, status=status.HTTP_202_ACCEPTED)

@@ -231,3 +231,51 @@ class Manifest(models.Model):
 
     def __str__(self) -> str:
         return f"manifest of {self.order_id}"
+
+
+class CheckKind(models.TextChoices):
+    RECHECK = "recheck", "recheck (an operator's, the whole preflight)"
+    PROBE = "probe", "probe (beat's daily, reachability and idle cards)"
+
+
+class NodeCheck(models.Model):
+    """A check of a node between rentals, without an order: an operator's recheck of a failed or maintenance
+    node (the preflight a preparation runs; a pass returns it to sale) or beat's daily probe of an idle node
+    (reachable with its pinned host key, no process on its cards; a failure sets it aside). No status table:
+    open while `finished_at` is empty, then `passed` says how it ended; at most one is open per node."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="checks")
+    kind = models.CharField(max_length=10, choices=CheckKind.choices)
+    requested_by = models.CharField(max_length=150, help_text="The operator, or system (beat's probe).")
+    preparation = models.ForeignKey(
+        "shop.Preparation",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        help_text="A recheck runs this preparation's setup step and preflight profile.",
+    )
+    step = models.CharField(max_length=40, blank=True, help_text="What the check is doing now.")
+    progress = models.PositiveSmallIntegerField(default=0, help_text="Percent.")
+    log = models.TextField(blank=True)
+    # A worker lost mid-check: the job runs again, as the next attempt, and clears what the lost one left.
+    attempt = models.PositiveSmallIntegerField(default=0)
+    node_workdir = models.CharField(max_length=255, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    passed = models.BooleanField(null=True, help_text="Empty while the check runs.")
+    reason = models.TextField(blank=True, help_text="Why it failed, or what it found.")
+    report = models.JSONField(null=True, blank=True)
+    report_sha256 = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node"], condition=models.Q(finished_at__isnull=True), name="one_open_check_per_node"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        outcome = "running" if self.finished_at is None else ("passed" if self.passed else "failed")
+        return f"{self.kind} {self.pk} of {self.node_id} ({outcome})"

@@ -1,5 +1,6 @@
 """One node's preparation as a declared list of steps, each with its share of the progress bar and the way
 it fails: connect, clear what a lost attempt left, upload, set up, run the preflight, read its report, grant.
+An operator's recheck of a node (provisioning.node_checks) runs the same steps but the grant, without an order.
 
 A step returns a line for the run's log ("" for none) or raises `Stop` with the run's outcome. Driver errors
 (unreachable, wrong host key) and a refused key propagate to `prepare._execute`, which maps them too.
@@ -12,14 +13,18 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from provisioning.access import access_grant_on_node, access_tool_check
 from provisioning.bundle import node_bundle
 from provisioning.drivers.base import CommandResult, CommandTimeout, Driver, DriverError
-from provisioning.models import Node, PreparationRun, RunStatus
+from provisioning.models import Node, NodeCheck, PreparationRun, RunStatus
 from provisioning.preflight.cli import command_line
+
+if TYPE_CHECKING:
+    from shop.models import Preparation
 
 # A driver's scratch directory (ssh: mktemp's b200-node.XXXXXXXXXX, local: b200-node-XXXXXXXX).
 WORKDIR = re.compile(r"/[\w./-]*/b200-node[.-]\w+")
@@ -42,9 +47,10 @@ class Stop(Exception):
 
 @dataclass
 class NodeJob:
-    """What the steps share: the run, its connection to the node, and what earlier steps produced."""
+    """What the steps share: the run (or a recheck's NodeCheck, which has no order), its connection to the node,
+    and what earlier steps produced."""
 
-    run: PreparationRun
+    run: PreparationRun | NodeCheck
     driver: Driver
     lost_workdir: str = ""
     limit: int = field(default_factory=lambda: settings.PREFLIGHT_TIMEOUT_SECONDS)
@@ -59,6 +65,15 @@ class NodeJob:
     def work(self) -> str:
         return self.driver.workdir
 
+    @property
+    def preparation(self) -> Preparation | None:
+        """Whose setup step and profile run: the order's, or the one a recheck names (none: the defaults)."""
+        return self.run.order.preparation if isinstance(self.run, PreparationRun) else self.run.preparation
+
+    @property
+    def order_reference(self) -> str | None:
+        return self.run.order.reference if isinstance(self.run, PreparationRun) else None
+
 
 @dataclass(frozen=True)
 class Step:
@@ -67,12 +82,12 @@ class Step:
     run: Callable[[NodeJob], str]
 
 
-def progress_write(run: PreparationRun, step: str, percent: int, line: str = "") -> None:
+def progress_write(run: PreparationRun | NodeCheck, step: str, percent: int, line: str = "") -> None:
     run.step, run.progress = step, percent
     if line:
         run.log = (run.log + line.rstrip() + "\n")[-20_000:]
     # Only the attempt that holds the run writes to it.
-    PreparationRun.objects.filter(pk=run.pk, attempt=run.attempt).update(step=step, progress=percent, log=run.log)
+    type(run).objects.filter(pk=run.pk, attempt=run.attempt).update(step=step, progress=percent, log=run.log)
 
 
 def connect(job: NodeJob) -> str:
@@ -93,18 +108,18 @@ def clear_lost_attempt(job: NodeJob) -> str:
     return f"cleared the lost attempt's {workdir} (exit {result.exit_code})"
 
 
-def preflight_profile(run: PreparationRun) -> tuple[dict, str | None]:
+def preflight_profile(node: Node, preparation: Preparation | None) -> tuple[dict, str | None]:
     """The preparation's profile with the node's own thresholds, and the architecture it promises (cuda only)."""
-    profile = {**(run.order.preparation.preflight_profile or {})}
+    profile = {**((preparation.preflight_profile if preparation else None) or {})}
     # The architecture the preparation promises (sm_100 for B200): a CPU development node can't have it.
     expect_arch = profile.pop("expect_arch", None)
-    if run.node.thresholds:
-        profile["thresholds"] = {**profile.get("thresholds", {}), **run.node.thresholds}
-    return profile, expect_arch if run.node.preflight_device == "cuda" else None
+    if node.thresholds:
+        profile["thresholds"] = {**profile.get("thresholds", {}), **node.thresholds}
+    return profile, expect_arch if node.preflight_device == "cuda" else None
 
 
 def upload(job: NodeJob) -> str:
-    profile, _ = preflight_profile(job.run)
+    profile, _ = preflight_profile(job.node, job.preparation)
     job.driver.put_file(node_bundle(), f"{job.work}/bundle.tar.gz")
     job.driver.put_file(json.dumps(profile).encode(), f"{job.work}/profile.json")
     result = job.driver.run(["tar", "-xzf", f"{job.work}/bundle.tar.gz", "-C", job.work], timeout=60)
@@ -119,7 +134,7 @@ def setup_command(node: Node, script: str) -> list[str]:
 
 
 def setup(job: NodeJob) -> str:
-    script = job.run.order.preparation.setup_script
+    script = job.preparation.setup_script if job.preparation else ""
     if not script.strip():
         return ""
     job.driver.put_file(script.encode(), f"{job.work}/setup.sh", mode=0o700)
@@ -134,13 +149,13 @@ def setup(job: NodeJob) -> str:
 
 
 def preflight(job: NodeJob) -> str:
-    _, expect_arch = preflight_profile(job.run)
+    _, expect_arch = preflight_profile(job.node, job.preparation)
     argv = command_line(
         python=job.node.python,
         device=job.node.preflight_device,
         world_size=job.node.gpu_count,
         report=f"{job.work}/report.json",
-        order=job.run.order.reference,
+        order=job.order_reference,
         profile=f"{job.work}/profile.json",
         expect_arch=expect_arch,
     )
@@ -192,10 +207,14 @@ STEPS = (
 )
 
 
-def steps_run(job: NodeJob) -> tuple[str, dict | None, str]:
+# A recheck between rentals: everything but the grant (no order, no account, no tenant key).
+RECHECK_STEPS = tuple(step for step in STEPS if step.run is not grant)
+
+
+def steps_run(job: NodeJob, steps: tuple[Step, ...] = STEPS) -> tuple[str, dict | None, str]:
     """Every step in order: (status, report, error). A step that stops the run gives its outcome."""
     try:
-        for step in STEPS:
+        for step in steps:
             progress_write(job.run, step.progress, step.percent)
             line = step.run(job)
             if line:

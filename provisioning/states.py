@@ -31,8 +31,9 @@ R = RunStatus
 
 # Allowed next states of a node, from what the preparation, the access code and the operators do.
 NODE_TRANSITIONS: dict[str, frozenset[str]] = {
-    # Taken for a preparation; an operator sets it aside; a refused grant's account is being removed.
-    N.AVAILABLE: frozenset({N.PREPARING, N.REVOKING, N.MAINTENANCE}),
+    # Taken for a preparation; an operator sets it aside; a refused grant's account is being removed; beat's
+    # daily probe found it unreachable or its cards busy (provisioning.node_checks).
+    N.AVAILABLE: frozenset({N.PREPARING, N.REVOKING, N.MAINTENANCE, N.FAILED}),
     # Set by no code today: a node an operator marked so is sold, prepared and set aside like an available one.
     N.ALLOCATED: frozenset({N.AVAILABLE, N.PREPARING, N.REVOKING, N.MAINTENANCE}),
     # Handed over; failed its preflight; freed (the order's key was refused); its access withdrawn.
@@ -40,9 +41,10 @@ NODE_TRANSITIONS: dict[str, frozenset[str]] = {
     # The rental ended; access left on an order that is neither preparing nor active is withdrawn.
     N.IN_USE: frozenset({N.AVAILABLE, N.REVOKING}),
     N.REVOKING: frozenset({N.AVAILABLE}),
-    # Only an operator takes a node out of failed or maintenance (admin actions).
+    # Only an operator takes a node out of failed or maintenance (admin actions, or a recheck that passed).
     N.FAILED: frozenset({N.AVAILABLE, N.MAINTENANCE}),
-    N.MAINTENANCE: frozenset({N.AVAILABLE}),
+    # ... or a recheck that failed, which sets it aside as failed with the reason.
+    N.MAINTENANCE: frozenset({N.AVAILABLE, N.FAILED}),
 }
 
 # Allowed next statuses of a preparation run. A run that ended never moves again: a retry is a new run.
@@ -95,6 +97,24 @@ def nodes_transition(
     here re-reads the state under it, and keeps a caller that took none safe."""
     nodes = Node.objects.select_for_update().filter(pk__in=node_ids).order_by("pk")
     return [node for node in nodes if node_transition(node=node, to=to, actor=actor, reason=reason, now=now)]
+
+
+def node_reason_note(*, node: Node, actor: str, reason: str, now: dt.datetime | None = None) -> None:
+    """A node out of sale stays where it is with a new reason (a recheck of a failed node that failed again):
+    the reason shown on it, and an event row from and to its state. The caller holds the node's row lock."""
+    if node.state not in UNSELLABLE_STATES:
+        raise TransitionNotAllowed(f"node {node.name} is {node.state}: only a node out of sale carries a reason")
+    with transaction.atomic():
+        node.state_reason = reason[:300]
+        node.save(update_fields=["state_reason"])
+        NodeEvent.objects.create(
+            node=node,
+            created_at=now or timezone.now(),
+            from_state=node.state,
+            to_state=node.state,
+            actor=actor,
+            reason=reason,
+        )
 
 
 def node_state_set(*, node_id: int, to: str, actor: str, reason: str = "") -> bool:

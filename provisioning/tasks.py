@@ -1,4 +1,5 @@
-"""Thin Celery tasks for provisioning: a run per node, revocation at the end, reminders before it."""
+"""Thin Celery tasks for provisioning: a run per node, revocation at the end, reminders before it, and checks of
+nodes between rentals (an operator's recheck, beat's daily probe)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from provisioning.access import (
 )
 from provisioning.drivers.base import DriverError
 from provisioning.models import AccessGrant, PreparationRun, RunStatus
+from provisioning.node_checks import check_execute, check_stop_over_time, probes_start
 from provisioning.prepare import (
     TRANSIENT_DB_ERRORS,
     preparation_conclude,
@@ -114,3 +116,29 @@ def access_reminders_task() -> int:
             email_enqueue(order_id=grant.order_id, name="access_ending", params={"hours": hours})
         sent += 1
     return sent
+
+
+@job_task(
+    lease_seconds=RUN_SOFT_LIMIT + 120,  # a recheck runs the preflight: the same limits as a preparation run
+    max_attempts=None,  # the check stays open (the node out of any other check) until it has an outcome
+    acks_late=True,
+    soft_time_limit=RUN_SOFT_LIMIT,
+    time_limit=RUN_SOFT_LIMIT + 60,
+    autoretry_for=TRANSIENT_DB_ERRORS,
+    retry_backoff=5,
+    retry_backoff_max=300,
+    max_retries=None,
+)
+def node_check_task(check_id: int) -> bool | None:
+    """One recheck or probe of a node (provisioning.node_checks); a finished one is left as it is."""
+    try:
+        return check_execute(check_id=check_id)
+    except SoftTimeLimitExceeded:
+        check_stop_over_time(check_id=check_id)
+        return False
+
+
+@shared_task(acks_late=True)
+def node_probe_idle_task() -> int:
+    """Beat, daily: a probe of each idle node (reachable with its pinned host key, no process on its cards)."""
+    return len(probes_start(now=timezone.now()))

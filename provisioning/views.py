@@ -13,6 +13,7 @@ from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
 from provisioning.attention import KINDS, needs_attention
 from provisioning.models import Node, PreparationRun, RunStatus
+from provisioning.node_checks import RECHECKABLE, RecheckRefused, checks_latest, recheck_start
 from provisioning.prepare import PreparationError, preparation_start
 from shop.models import Order, OrderStatus
 
@@ -26,6 +27,12 @@ def console(request: HttpRequest) -> HttpResponse:
     preparing = Order.objects.filter(status=OrderStatus.PREPARING).prefetch_related("preparation_runs__node")
     failed = Order.objects.filter(status=OrderStatus.PREPARATION_FAILED).prefetch_related("preparation_runs__node")
     active = Order.objects.filter(status=OrderStatus.ACTIVE).order_by("ends_at")[:50]
+    nodes = list(Node.objects.all())
+    latest = checks_latest(nodes)
+    for node in nodes:  # each row shows its latest recheck or probe, and a recheck button when it is out of sale
+        node.latest_check = latest.get(node.pk)
+        node.recheckable = node.state in RECHECKABLE
+        node.latest_check_running = node.latest_check is not None and node.latest_check.finished_at is None
     return render(
         request,
         "provisioning/console.html",
@@ -36,12 +43,12 @@ def console(request: HttpRequest) -> HttpResponse:
             "preparing": preparing,
             "failed": failed,
             "active": active,
-            "nodes": Node.objects.all(),
+            "nodes": nodes,
             # Money that left a deposit address for neither a refund nor the treasury (payments/outflows.py).
             "outflows": UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True).select_related(
                 "payment__order", "network"
             ),
-            "refresh_seconds": 5 if preparing else None,
+            "refresh_seconds": 5 if preparing or any(node.latest_check_running for node in nodes) else None,
         },
     )
 
@@ -57,6 +64,21 @@ def prepare(request: HttpRequest, reference: str) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{order.reference}: preparation started")
+    return redirect("provisioning:console")
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+@require_POST
+def node_recheck(request: HttpRequest, name: str) -> HttpResponse:
+    """The node row's "Recheck" button: the preflight without an order; a pass returns the node to sale."""
+    node = get_object_or_404(Node, name=name)
+    try:
+        check = recheck_start(node=node, actor=request.user.get_username())
+    except RecheckRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{node.name}: recheck {check.pk} started")
     return redirect("provisioning:console")
 
 

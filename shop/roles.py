@@ -51,6 +51,7 @@ ROLES = {
             "provisioning.view_preparationrun",
             "provisioning.view_accessgrant",
             "provisioning.view_manifest",
+            "provisioning.view_nodecheck",
         ],
     ),
 }

@@ -264,6 +264,8 @@ STAFF_WEBHOOK_URL = env_str("STAFF_WEBHOOK_URL", "").strip()
 # A background job (an email, a payment check, a preparation run...) not run this long after its change
 # committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
 JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)
+# How often beat probes the idle nodes (a day by default).
+NODE_PROBE_INTERVAL_SECONDS = env_int("NODE_PROBE_INTERVAL_SECONDS", 86400)
 CELERY_BEAT_SCHEDULE = {
     "send-due-jobs": {"task": "config.jobs.tasks.jobs_send_due_task", "schedule": max(1.0, JOB_RESEND_AFTER_SECONDS)},
     "release-expired-reservations": {
@@ -277,6 +279,11 @@ CELERY_BEAT_SCHEDULE = {
     "revoke-ended-access": {"task": "provisioning.tasks.access_revoke_due_task", "schedule": 60.0},
     "resume-stuck-preparations": {"task": "provisioning.tasks.preparation_resume_stuck_task", "schedule": 60.0},
     "remind-before-the-end": {"task": "provisioning.tasks.access_reminders_task", "schedule": 600.0},
+    # Idle nodes between rentals: reachable with their pinned host key, nothing on their cards (README, Operating).
+    "probe-idle-nodes": {
+        "task": "provisioning.tasks.node_probe_idle_task",
+        "schedule": float(NODE_PROBE_INTERVAL_SECONDS),
+    },
 }
 
 REST_FRAMEWORK = {

@@ -81,11 +81,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def command_line(
-    *, python: str, device: str, world_size: int, report: str, order: str, profile: str, expect_arch: str | None
+    *,
+    python: str,
+    device: str,
+    world_size: int,
+    report: str,
+    order: str | None,
+    profile: str,
+    expect_arch: str | None,
 ) -> list[str]:
-    """The command a preparation runs on the node, kept next to the parser it must satisfy."""
+    """The command a preparation runs on the node, kept next to the parser it must satisfy (a recheck of a node
+    between rentals has no order)."""
     argv = [python, "-m", "provisioning.preflight", "--device", device, "--world-size", str(world_size)]
-    argv += ["--json", report, "--order", order, "--profile", profile]
+    argv += ["--json", report, *(["--order", order] if order else []), "--profile", profile]
     return argv + (["--expect-arch", expect_arch] if expect_arch else [])
 
 

@@ -41,6 +41,11 @@ CONFIG = schemathesis.Config.from_dict(
                 "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "401", "403", "404"]}},
             },
             {
+                # Generated credentials are never an operator's (a real operator's recheck: test_node_recheck.py).
+                "include-path": "/api/v1/nodes/{name}/recheck/",
+                "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "401", "403", "404"]}},
+            },
+            {
                 # Generated credentials are never a payment reviewer's or a treasurer's (tested with real ones in
                 # tests/verification/test_refunds.py and test_treasury.py).
                 "include-path-regex": "^/api/v1/(refunds|treasury)/",

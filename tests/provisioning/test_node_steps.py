@@ -29,3 +29,16 @@ def test_the_preflight_command_a_preparation_builds_is_accepted_by_the_preflight
     assert str(args.json) == "/tmp/w/report.json" and str(args.profile) == "/tmp/w/profile.json"
     cpu = command_line(python="py", device="cpu", world_size=2, report="r", order="O", profile="p", expect_arch=None)
     assert "--expect-arch" not in cpu and parser().parse_args(cpu[3:]).expect_arch is None
+
+
+def test_a_recheck_runs_every_step_but_the_grant_and_its_preflight_names_no_order():
+    assert [step.run.__name__ for step in node_steps.RECHECK_STEPS] == [
+        "connect",
+        "clear_lost_attempt",
+        "upload",
+        "setup",
+        "preflight",
+        "read_report",
+    ]
+    argv = command_line(python="py", device="cpu", world_size=2, report="r", order=None, profile="p", expect_arch=None)
+    assert "--order" not in argv and parser().parse_args(argv[3:]).order is None

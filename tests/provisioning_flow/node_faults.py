@@ -49,14 +49,8 @@ def node_on(db, sandbox_sshd, monkeypatch):
     monkeypatch.setenv("NODE_SSH_KEY_FILE", str(sandbox_sshd.operator_key_file))
 
     def make(server: SandboxSshd, name: str, **fields) -> Node:
-        node = server.node(
-            name=name,
-            python=sys.executable,
-            preflight_device="cpu",
-            gpu_count=2,
-            accounts_root=str(server.sandbox),
-            **fields,
-        )
+        defaults = {"python": sys.executable, "preflight_device": "cpu", "gpu_count": 2}
+        node = server.node(name=name, **{**defaults, "accounts_root": str(server.sandbox), **fields})
         node.save()
         return node
 
