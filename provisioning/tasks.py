@@ -37,19 +37,24 @@ log = logging.getLogger(__name__)
 RUN_SOFT_LIMIT = settings.PREFLIGHT_TIMEOUT_SECONDS + 120
 
 
-@job_task(
-    lease_seconds=RUN_SOFT_LIMIT + 120,  # past the hard limit: a claim still held then is a dead worker's
-    max_attempts=None,
-    acks_late=True,
-    soft_time_limit=RUN_SOFT_LIMIT,
-    time_limit=RUN_SOFT_LIMIT + 60,
-    # A database error: the run starts again (the claim makes it the next attempt) until it gets through;
-    # beat's preparation_resume_stuck_task picks up anything that still falls through.
-    autoretry_for=TRANSIENT_DB_ERRORS,
-    retry_backoff=5,
-    retry_backoff_max=300,
-    max_retries=None,
-)
+# A task that runs the preflight on a node (a preparation run, a recheck, a probe): its time limits, and a lease
+# past the hard limit (a claim still held then is a dead worker's). No attempt limit: it runs until it has an
+# outcome. A database error: it starts again (the claim makes it the next attempt) until it gets through; beat's
+# preparation_resume_stuck_task picks up a preparation that still falls through.
+PREFLIGHT_TASK_OPTIONS = {
+    "lease_seconds": RUN_SOFT_LIMIT + 120,
+    "max_attempts": None,
+    "acks_late": True,
+    "soft_time_limit": RUN_SOFT_LIMIT,
+    "time_limit": RUN_SOFT_LIMIT + 60,
+    "autoretry_for": TRANSIENT_DB_ERRORS,
+    "retry_backoff": 5,
+    "retry_backoff_max": 300,
+    "max_retries": None,
+}
+
+
+@job_task(**PREFLIGHT_TASK_OPTIONS)
 def preparation_run_task(run_id: int) -> str | None:
     try:
         return preparation_execute(run_id=run_id)
@@ -118,17 +123,7 @@ def access_reminders_task() -> int:
     return sent
 
 
-@job_task(
-    lease_seconds=RUN_SOFT_LIMIT + 120,  # a recheck runs the preflight: the same limits as a preparation run
-    max_attempts=None,  # the check stays open (the node out of any other check) until it has an outcome
-    acks_late=True,
-    soft_time_limit=RUN_SOFT_LIMIT,
-    time_limit=RUN_SOFT_LIMIT + 60,
-    autoretry_for=TRANSIENT_DB_ERRORS,
-    retry_backoff=5,
-    retry_backoff_max=300,
-    max_retries=None,
-)
+@job_task(**PREFLIGHT_TASK_OPTIONS)  # the check stays open (the node out of any other check) until its outcome
 def node_check_task(check_id: int) -> bool | None:
     """One recheck or probe of a node (provisioning.node_checks); a finished one is left as it is."""
     try:

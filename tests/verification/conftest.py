@@ -20,6 +20,7 @@ from payments.rpc import RpcClient
 from tests.servers import Anvil
 from tests.verification.chain import Chain, Wallet
 from tests.verification.helpers import ORDERS_URL
+from tests.verification.rpc_proxy import RpcProxy
 
 
 @pytest.fixture
@@ -117,3 +118,13 @@ def scan_pass(django_capture_on_commit_callbacks):
         return out.getvalue()
 
     return run
+
+
+@pytest.fixture
+def providers(chain, monkeypatch):
+    """Two RPC providers in front of the test's anvil: the `local` network's only URLs."""
+    proxies = [RpcProxy(chain.node.url), RpcProxy(chain.node.url)]
+    monkeypatch.setenv("CHAIN_RPC_URLS_LOCAL", ",".join(proxy.url for proxy in proxies))
+    yield proxies
+    for proxy in proxies:
+        proxy.stop()

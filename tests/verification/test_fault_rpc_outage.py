@@ -17,20 +17,9 @@ from payments.models import Credit, Network, ScanCursor
 from payments.rpc import RpcUnavailable
 from payments.scan import MAX_RANGES_PER_PASS, scan_network
 from tests.verification.helpers import CATALOG_URL, order_of, payment_of, units
-from tests.verification.rpc_proxy import RpcProxy
 
 BLOCKS_PER_RANGE = 2  # small ranges, so that catching up after the outage takes more than one pass
 PASS_REACH = MAX_RANGES_PER_PASS * BLOCKS_PER_RANGE
-
-
-@pytest.fixture
-def providers(chain, monkeypatch):
-    """Two RPC providers in front of the test's anvil: the `local` network's only URLs."""
-    proxies = [RpcProxy(chain.node.url), RpcProxy(chain.node.url)]
-    monkeypatch.setenv("CHAIN_RPC_URLS_LOCAL", ",".join(proxy.url for proxy in proxies))
-    yield proxies
-    for proxy in proxies:
-        proxy.stop()
 
 
 def local() -> Network:

@@ -15,25 +15,14 @@ from payments.rpc import RpcUnavailable
 from payments.scan import MAX_RANGES_PER_PASS, scan_network
 from shop.models import OrderEvent
 from tests.metrics_scrape import scrape, value
+from tests.verification.deposit_keys import STRANGER, deposit_wallet, known_keys, paid  # noqa: F401 - fixture
 from tests.verification.helpers import order_of, units
-from tests.verification.rpc_proxy import RpcProxy
-from tests.verification.test_outflows import STRANGER, deposit_wallet, known_keys, paid  # noqa: F401 - fixture
 
 LOCAL = {"network": "local"}
 
 
 def local() -> Network:
     return Network.objects.get(slug="local")
-
-
-@pytest.fixture
-def providers(chain, monkeypatch):
-    """Two RPC providers in front of the test's anvil: the `local` network's only URLs."""
-    proxies = [RpcProxy(chain.node.url), RpcProxy(chain.node.url)]
-    monkeypatch.setenv("CHAIN_RPC_URLS_LOCAL", ",".join(proxy.url for proxy in proxies))
-    yield proxies
-    for proxy in proxies:
-        proxy.stop()
 
 
 def test_a_scan_that_falls_behind_raises_the_lag_past_its_budget_and_catching_up_brings_it_back(

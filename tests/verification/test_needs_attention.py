@@ -17,9 +17,9 @@ from provisioning.models import NodeEvent, NodeState
 from provisioning.states import node_state_set, nodes_transition
 from shop.models import Order, OrderEvent, OrderStatus
 from shop.orders import order_transition
+from tests.verification.deposit_keys import STRANGER, deposit_wallet, known_keys  # noqa: F401 - autouse fixture
 from tests.verification.helpers import order_of, payment_of, units
 from tests.verification.money_out import CUSTOMER_WALLET, decide, give_address, overpaid, staff
-from tests.verification.test_outflows import STRANGER, deposit_wallet, known_keys  # noqa: F401 - autouse fixture
 
 S = OrderStatus
 

@@ -17,8 +17,8 @@ from django.utils import timezone
 from config.jobs.models import Job
 from config.jobs.outbox import jobs_send_due
 from shop.models import OrderStatus
+from tests.verification.deposit_keys import STRANGER, deposit_wallet, known_keys  # noqa: F401 - autouse fixture
 from tests.verification.helpers import order_of, payment_of, units
-from tests.verification.test_outflows import STRANGER, deposit_wallet, known_keys  # noqa: F401 - autouse fixture
 
 OPS, REVIEW, TREASURY_DESK = "ops@example.org", "review@example.org", "treasury@example.org"
 WEBHOOK_TASK = "shop.tasks.staff_webhook_task"
