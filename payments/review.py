@@ -95,6 +95,7 @@ def _accept(review: Review) -> None:
             reason=f"payment accepted by a reviewer: {review.reason}",
             now=now,
             hold_missing_lots=True,
+            extension_id=payment.extension_id,
         )
     except OrderInputError as exc:
         raise ReviewError(f"{exc.message} The order's lots were released; free a node first.") from None
@@ -114,6 +115,7 @@ def _reject(review: Review) -> None:
         actor=review.actor,
         reason=f"payment rejected by a reviewer: {review.reason}",
         now=now,
+        extension_id=payment.extension_id,
     )
 
 

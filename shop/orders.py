@@ -9,16 +9,16 @@ import secrets
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from payments.models import Notice
+from payments.models import Notice, PaymentRequest
 from shop import capacity
 from shop.capacity_shown import lots_available_forget
 from shop.input_errors import OrderInputError
 from shop.lot_messages import only_available_message
-from shop.models import Order, OrderEvent, OrderStatus, Reservation
+from shop.models import FIRST_PAYMENTS, Order, OrderEvent, OrderStatus, Reservation
 from shop.order_links import order_access_token
 
 log = logging.getLogger(__name__)
@@ -99,9 +99,9 @@ def order_for_token(*, reference: str, token: str | None) -> Order | None:
     """The order if the token opens it; None for a wrong reference or token alike (no oracle)."""
     # The payment, its asset and network, the preparation and the count of "I have paid" notices come in the
     # same query: every caller shows them.
-    notices = Notice.objects.filter(payment__order=OuterRef("pk")).order_by().values("payment")
+    notices = Notice.objects.filter(payment__order=OuterRef("pk"), payment__extension=None).order_by().values("payment")
     order = (
-        Order.objects.select_related("preparation", "payment__asset__network")
+        orders_with_first_payment(Order.objects.select_related("preparation"))
         .annotate(payment_notices=Subquery(notices.annotate(n=Count("pk")).values("n")))
         .filter(reference=str(reference).upper())
         .first()
@@ -111,6 +111,12 @@ def order_for_token(*, reference: str, token: str | None) -> Order | None:
     if not _token_opens(order, str(token)):
         return None
     return order
+
+
+def orders_with_first_payment(orders: QuerySet[Order]) -> QuerySet[Order]:
+    """The orders with their first payment request (its asset and network) fetched in one more query."""
+    first = PaymentRequest.objects.filter(extension=None).select_related("asset__network")
+    return orders.prefetch_related(Prefetch("payments", queryset=first, to_attr=FIRST_PAYMENTS))
 
 
 def new_reference() -> str:

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from config.jobs.outbox import job_enqueue
 from shop.emails import send_templated_email
-from shop.models import LotSpec, Order, OutgoingEmail
+from shop.models import Extension, LotSpec, Order, OutgoingEmail
 from shop.order_links import order_status_path
 
 log = logging.getLogger(__name__)
@@ -77,3 +77,8 @@ def email_send(*, email_id: int, now: dt.datetime | None = None) -> bool:
 @email_context("order_received")
 def order_received_context(order: Order, params: dict) -> dict:
     return {"payment": order.payment, "lot": LotSpec.current()}
+
+
+@email_context("extension_applied")
+def extension_applied_context(order: Order, params: dict) -> dict:
+    return {"extension": Extension.objects.get(pk=params["extension_id"], order=order)}
