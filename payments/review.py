@@ -13,7 +13,7 @@ from payments.models import PaymentRequest, PaymentStatus, RefundReason
 from payments.refunds import refunds_follow
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
 from shop.input_errors import OrderInputError
-from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome
+from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome, payment_money_late
 
 P = PaymentStatus
 # Refunds that give back the money meant to pay the order.
@@ -79,6 +79,8 @@ def _accept(review: Review) -> None:
     payment, now = review.payment, review.now
     if not review.credits:
         raise ReviewError("Nothing arrived at this address: there is nothing to accept.")
+    if payment_money_late(extension_id=payment.extension_id, now=now):
+        raise ReviewError("The rental of this extension is over: its money cannot buy days. Reject it to refund it.")
     _refuse_unless_allowed(payment, P.CONFIRMED)
     if payment.refunds.committed().filter(reason__in=GIVEN_BACK).exists():
         raise ReviewError("This money is being refunded (a refund of it was approved): it cannot also pay the order.")

@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from config.admin_base import ReadOnlyInline, details_asked, reason_asked
 from payments.models import PaymentRequest
 from shop.cancellation import order_cancel_with_refunds
-from shop.models import FIRST_PAYMENTS, Duration, LotSpec, Order, OrderEvent, Preparation, Reservation
+from shop.models import FIRST_PAYMENTS, Duration, Extension, LotSpec, Order, OrderEvent, Preparation, Reservation
 from shop.orders import OrderInputError, TransitionNotAllowed, order_hold_extend
 from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
 
@@ -52,6 +52,7 @@ class PaymentRequestInline(admin.StackedInline):
     can_delete = False
     show_change_link = True  # the payment's own page: credits, notices, events, review actions
     fields = [
+        "extension",
         "asset",
         "chain_id",
         "contract",
@@ -73,6 +74,15 @@ class PaymentRequestInline(admin.StackedInline):
         return False
 
 
+class ExtensionInline(ReadOnlyInline):
+    """More days bought for the rental, each with its own payment request (listed above)."""
+
+    model = Extension
+    fields = [
+        "duration_days", "lots", "total_usd", "status", "created_at", "applied_at", "ends_at_before", "ends_at_after"
+    ]
+
+
 class HoldExtendForm(forms.Form):
     until = forms.DateTimeField(help_text="The new end of the hold, UTC (YYYY-MM-DD HH:MM).")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Kept in the order's events.")
@@ -85,7 +95,7 @@ class OrderAdmin(admin.ModelAdmin):
     search_fields = ["reference", "email", "last_name", "payments__address"]
     list_select_related = ["preparation"]
     date_hierarchy = "created_at"
-    inlines = [PaymentRequestInline, ReservationInline, OrderEventInline]
+    inlines = [PaymentRequestInline, ExtensionInline, ReservationInline, OrderEventInline]
     actions = ["cancel_orders", "extend_hold", "export_personal_data", "erase_personal_data"]
     readonly_fields = [
         "reference",

@@ -170,12 +170,15 @@ class Order(models.Model):
         return f"{self.first_name} {self.last_name}"
 
     # The order's first payment request (extensions have their own: `payments` holds them all). Read once and
-    # kept, like the one-to-one accessor it replaced; `orders_with_first_payment` fetches it for many orders.
+    # kept, like the one-to-one accessor it replaced; a query may bring it along (joined by order_for_token, or
+    # prefetched into FIRST_PAYMENTS by the admin's export).
     @property
     def payment(self):  # noqa: ANN201 - payments.models.PaymentRequest; the rows layer imports no other app's rows
         cache = self._state.fields_cache
         if FIRST_PAYMENT not in cache:
             first = getattr(self, FIRST_PAYMENTS, None)  # fetched with Prefetch(to_attr=FIRST_PAYMENTS)
+            if first is None and self.__dict__.get(FIRST_PAYMENT_JOINED) is not None:
+                first = [self.__dict__[FIRST_PAYMENT_JOINED]]  # joined: FilteredRelation + select_related
             if first is None:
                 first = list(self.payments.filter(extension__isnull=True)[:1])
             if not first:
@@ -197,6 +200,7 @@ class Order(models.Model):
 
 FIRST_PAYMENT = "_first_payment"
 FIRST_PAYMENTS = "first_payments"
+FIRST_PAYMENT_JOINED = "first_payment"
 
 
 class OrderEvent(models.Model):

@@ -150,6 +150,8 @@ def extension_representation(extension: Extension, *, notices: int) -> dict[str,
 
 def extensions_representation(order: Order) -> list[dict[str, Any]]:
     """The order's extensions, oldest first, each with its payment (a fixed number of queries)."""
+    if order.status not in (OrderStatus.ACTIVE, OrderStatus.ENDED):
+        return []  # opened only while the rental runs: an order that never ran has none (no query)
     extensions = (
         Extension.objects.filter(order=order)
         .select_related("payment__asset__network")

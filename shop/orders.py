@@ -9,16 +9,16 @@ import secrets
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, FilteredRelation, OuterRef, Q, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from payments.models import Notice, PaymentRequest
+from payments.models import Notice
 from shop import capacity
 from shop.capacity_shown import lots_available_forget
 from shop.input_errors import OrderInputError
 from shop.lot_messages import only_available_message
-from shop.models import FIRST_PAYMENTS, Order, OrderEvent, OrderStatus, Reservation
+from shop.models import FIRST_PAYMENT_JOINED, Order, OrderEvent, OrderStatus, Reservation
 from shop.order_links import order_access_token
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,10 @@ def order_for_token(*, reference: str, token: str | None) -> Order | None:
     # same query: every caller shows them.
     notices = Notice.objects.filter(payment__order=OuterRef("pk"), payment__extension=None).order_by().values("payment")
     order = (
-        orders_with_first_payment(Order.objects.select_related("preparation"))
+        Order.objects.annotate(
+            **{FIRST_PAYMENT_JOINED: FilteredRelation("payments", condition=Q(payments__extension__isnull=True))}
+        )
+        .select_related("preparation", f"{FIRST_PAYMENT_JOINED}__asset__network")
         .annotate(payment_notices=Subquery(notices.annotate(n=Count("pk")).values("n")))
         .filter(reference=str(reference).upper())
         .first()
@@ -111,12 +114,6 @@ def order_for_token(*, reference: str, token: str | None) -> Order | None:
     if not _token_opens(order, str(token)):
         return None
     return order
-
-
-def orders_with_first_payment(orders: QuerySet[Order]) -> QuerySet[Order]:
-    """The orders with their first payment request (its asset and network) fetched in one more query."""
-    first = PaymentRequest.objects.filter(extension=None).select_related("asset__network")
-    return orders.prefetch_related(Prefetch("payments", queryset=first, to_attr=FIRST_PAYMENTS))
 
 
 def new_reference() -> str:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+import pytest
 from django.db import transaction
 from django.utils import timezone
 
 from payments.models import Notice, PaymentRequest, Refund
+from payments.review import Decision, ReviewError, payment_review_decide
 from shop.extensions import extensions_expire_overdue
 from shop.models import Extension, ExtensionEvent, Order
 from shop.orders import order_transition
+from shop.outbox import email_enqueue
 from tests.verification.helpers import ORDERS_URL, units
 
 
@@ -235,3 +238,76 @@ def test_an_unpaid_extension_expires_with_its_payment_window(chain, customer, sc
     seen = customer.read(placed)
     assert (seen["status"], seen["extensions"][0]["status"]) == ("active", "expired")
 
+
+def test_the_order_page_of_an_active_rental_has_an_extend_form_and_shows_the_extensions_payment(
+    chain, customer, scan_pass
+):
+    # Given an active rental paid in USDC
+    placed = _paid_order(chain, customer, scan_pass)
+    _active(placed)
+    page_url = "/" + placed["status_url"].split("://", 1)[1].split("/", 1)[1]
+    page = customer.client.get(page_url).content.decode()
+    assert 'id="extend"' in page and f"{page_url}extend/" in page
+
+    # When the customer extends it by 3 days in USDT from the page
+    with customer.capture(execute=True):
+        response = customer.client.post(f"{page_url}extend/", {"duration_days": 3, "payment_option": "local:USDT"})
+
+    # Then they are sent back to the page, which shows the extension's own payment panel
+    extension = Extension.objects.get()
+    assert response.status_code == 302
+    assert response["Location"].endswith(f"#extension-{extension.pk}")
+    page = customer.client.get(page_url).content.decode()
+    payment = extension.payment
+    assert payment.asset.symbol == "USDT"
+    assert payment.address in page and str(payment.amount) in page
+    assert 'id="extension-' in page and "/paid/" in page
+
+    # And an asset not offered is refused on its field, with nothing stored
+    refused = customer.client.post(f"{page_url}extend/", {"duration_days": 3, "payment_option": "local:DOGE"})
+    assert refused.status_code == 400
+    assert "Choose one of the listed assets and networks." in refused.content.decode()
+    assert Extension.objects.count() == 1
+
+
+def test_an_order_that_is_not_active_has_no_extend_form_and_its_post_is_refused_with_a_message(customer, chain):
+    placed = customer.order()
+    page_url = "/" + placed["status_url"].split("://", 1)[1].split("/", 1)[1]
+    assert 'id="extend"' not in customer.client.get(page_url).content.decode()
+    asked = {"duration_days": 3, "payment_option": "local:USDC"}
+    response = customer.client.post(f"{page_url}extend/", asked, follow=True)
+    assert "Only an active rental can be extended" in response.content.decode()
+    assert Extension.objects.count() == 0
+
+
+def test_the_reminder_before_the_end_links_to_the_extend_form(chain, customer, scan_pass, mailoutbox):
+    placed = _paid_order(chain, customer, scan_pass)
+    order = _active(placed, ends_in=dt.timedelta(hours=20))
+    mailoutbox.clear()
+    with customer.capture(execute=True), transaction.atomic():
+        email_enqueue(order_id=order.pk, name="access_ending", params={"hours": 24})
+    path = "/" + placed["status_url"].split("://", 1)[1].split("/", 1)[1]
+    (email,) = mailoutbox
+    assert f"{path}#extend" in email.body
+    assert f"{path}#extend" in email.alternatives[0][0]
+
+
+def test_a_reviewer_cannot_accept_an_extensions_money_once_the_rental_is_over(chain, customer, scan_pass):
+    # Given an extension whose payment arrived after the rental ended (it waits for a reviewer)
+    placed = _paid_order(chain, customer, scan_pass)
+    order = _active(placed, ends_in=dt.timedelta(minutes=20))
+    extension = _extend(customer, placed, duration_days=3).json()
+    Order.objects.filter(pk=order.pk).update(ends_at=timezone.now() - dt.timedelta(seconds=1))
+    chain.wallet.pay_token(chain.usdc, extension["payment"]["address"], int(extension["payment"]["amount_base_units"]))
+    _settle_rounds(chain, scan_pass)
+    payment = PaymentRequest.objects.get(extension_id=extension["id"])
+
+    # When a reviewer tries to accept it, it is refused; rejecting it expires the extension
+    with pytest.raises(ReviewError, match="Reject it to refund it"):
+        payment_review_decide(payment_id=payment.pk, decision=Decision.ACCEPT, reason="looks fine", reviewer="rita")
+    payment_review_decide(payment_id=payment.pk, decision=Decision.REJECT, reason="too late", reviewer="rita")
+
+    # Then the extension expired, the order is still active, and the money is due back
+    assert Extension.objects.get(pk=extension["id"]).status == "expired"
+    assert Order.objects.get(pk=order.pk).status == "active"
+    assert Refund.objects.filter(payment=payment).exclude(status="rejected").count() == 1
