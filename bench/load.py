@@ -170,7 +170,7 @@ def pay_and_confirm(reference: str, anvil: Anvil) -> str:
     from payments.scan import scan_network
 
     network = Network.objects.get(slug="local")
-    payment = PaymentRequest.objects.select_related("order").get(order__reference=reference)
+    payment = PaymentRequest.objects.select_related("order").get(order__reference=reference, extension=None)
     devnet_pay(client=rpc_client(network), payment=payment)
     anvil.mine(network.confirmations_required + 64)  # past the `safe` tag too
     scan_network(network=network)

@@ -18,7 +18,7 @@ from payments.quotes import QuoteError, UsdRate, to_base_units, usd_rate
 from payments.rpc import RpcError
 
 if TYPE_CHECKING:
-    from shop.models import Order
+    from shop.models import Extension, Order
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,18 @@ def _next_derivation_index(fingerprint: str) -> int:
     return index
 
 
-def payment_request_open(*, order: Order, quote: PreparedQuote, now: dt.datetime) -> PaymentRequest:
-    """The order's own deposit address and frozen quote. Must run inside the order's transaction."""
+def payment_request_open(
+    *, order: Order, quote: PreparedQuote, now: dt.datetime, extension: Extension | None = None
+) -> PaymentRequest:
+    """The order's own deposit address and frozen quote (or an extension's: a new address of its own). Must run
+    inside the order's transaction."""
     assert transaction.get_connection().in_atomic_block, "payment_request_open needs the order's transaction"
     fingerprint = key_fingerprint()
     index = _next_derivation_index(fingerprint)
     asset = quote.asset
     return PaymentRequest.objects.create(
         order=order,
+        extension=extension,
         asset=asset,
         chain_id=asset.network.chain_id,
         contract=asset.contract,

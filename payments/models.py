@@ -169,7 +169,11 @@ class AddressCursor(models.Model):
 
 
 class PaymentRequest(models.Model):
-    order = models.OneToOneField("shop.Order", on_delete=models.PROTECT, related_name="payment")
+    # An order has several: its first payment (`order.payment`, extension null) and one per extension.
+    order = models.ForeignKey("shop.Order", on_delete=models.PROTECT, related_name="payments")
+    extension = models.OneToOneField(
+        "shop.Extension", on_delete=models.PROTECT, null=True, blank=True, related_name="payment"
+    )
     asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="payment_requests")
     # Frozen copies: the request stays what the customer was shown even if staff edit the asset.
     chain_id = models.PositiveBigIntegerField()
@@ -218,6 +222,10 @@ class PaymentRequest(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(fields=["key_fingerprint", "derivation_index"], name="one_address_per_index"),
+            # One first payment per order; the others each belong to an extension.
+            models.UniqueConstraint(
+                fields=["order"], condition=Q(extension__isnull=True), name="one_first_payment_per_order"
+            ),
             models.CheckConstraint(condition=Q(amount_base_units__gt=0), name="payment_amount_positive"),
         ]
 

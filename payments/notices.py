@@ -10,10 +10,12 @@ from django.utils.translation import gettext as _
 from config.jobs.outbox import job_enqueue
 from payments.models import Notice, PaymentRequest
 from shop.input_errors import OrderInputError
-from shop.models import Order
+from shop.models import ExtensionStatus, Order
 from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 
 NOTICE_VERIFY = "payments.tasks.notice_verify_task"
+# Extensions whose money is still awaited: "I have paid" covers them.
+EXTENSION_WAITING = (ExtensionStatus.AWAITING_PAYMENT, ExtensionStatus.PAYMENT_REPORTED)
 TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")
 
 
@@ -29,18 +31,32 @@ def clean_tx_hash(value: str | None) -> str:
 
 
 def payment_notice_submit(*, order: Order, tx_hash: str = "", language: str = "") -> Notice:
-    """Store the notice, mark the order as reported (once), and check on commit. Repeating is harmless."""
+    """Store the notice, mark the order as reported (once), and check on commit. Repeating is harmless.
+    It covers the order's extensions too: each one still waiting for its money gets a notice of its own and
+    is marked reported (once). Returns the first payment's notice."""
     tx_hash = clean_tx_hash(tx_hash)
+    reason = "the customer pressed 'I have paid'" + (f" with {tx_hash}" if tx_hash else "")
     with transaction.atomic():
-        payment = PaymentRequest.objects.select_for_update().get(order_id=order.pk)
-        notice = Notice.objects.create(payment=payment, tx_hash=tx_hash, language=language[:8])
-        order_payment_outcome(
-            order_id=order.pk,
-            outcome=OrderPaymentOutcome.REPORTED,
-            actor="customer",
-            reason="the customer pressed 'I have paid'" + (f" with {tx_hash}" if tx_hash else ""),
+        # Lock order: payments (first, then the extensions' by id), then the order.
+        payment = PaymentRequest.objects.select_for_update().get(order_id=order.pk, extension=None)
+        waiting = list(
+            PaymentRequest.objects.select_for_update()
+            .filter(order_id=order.pk, extension__status__in=EXTENSION_WAITING)
+            .order_by("pk")
         )
+        notice = Notice.objects.create(payment=payment, tx_hash=tx_hash, language=language[:8])
+        order_payment_outcome(order_id=order.pk, outcome=OrderPaymentOutcome.REPORTED, actor="customer", reason=reason)
         # With the broker down the notice and its job are kept: beat sends the check once the broker is back.
         job_enqueue(NOTICE_VERIFY, notice_id=notice.pk)
+        for extension_payment in waiting:
+            extension_notice = Notice.objects.create(payment=extension_payment, tx_hash=tx_hash, language=language[:8])
+            order_payment_outcome(
+                order_id=order.pk,
+                outcome=OrderPaymentOutcome.REPORTED,
+                actor="customer",
+                reason=reason,
+                extension_id=extension_payment.extension_id,
+            )
+            job_enqueue(NOTICE_VERIFY, notice_id=extension_notice.pk)
     return notice
 

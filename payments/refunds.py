@@ -34,6 +34,7 @@ from payments.refunds_due import ALL, refunds_due_compute
 from shop.input_errors import OrderInputError
 from shop.models import OrderStatus
 from shop.outbox import email_enqueue
+from shop.payment_outcome import payment_money_late
 
 R = RefundStatus
 
@@ -83,6 +84,8 @@ def _reason(payment: PaymentRequest, entry: dict) -> str:
         return RefundReason.WRONG_ASSET
     if any(credit.kind == CreditKind.LATE for credit in credits):
         return RefundReason.LATE
+    if payment.extension_id is not None and payment_money_late(extension_id=payment.extension_id, now=timezone.now()):
+        return RefundReason.LATE  # an extension paid after its rental ended
     if payment.status == PaymentStatus.REJECTED or payment.order.status == OrderStatus.CANCELLED:
         return RefundReason.CANCELLED
     return RefundReason.OVERPAID

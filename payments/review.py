@@ -15,7 +15,7 @@ from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due
 from shop.input_errors import OrderInputError
 from shop.models import OrderStatus
 from shop.outbox import email_enqueue
-from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome
+from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome, payment_money_late
 
 P = PaymentStatus
 # Refunds that give back the money meant to pay the order.
@@ -81,6 +81,8 @@ def _accept(review: Review) -> None:
     payment, now = review.payment, review.now
     if not review.credits:
         raise ReviewError("Nothing arrived at this address: there is nothing to accept.")
+    if payment_money_late(extension_id=payment.extension_id, now=now):
+        raise ReviewError("The rental of this extension is over: its money cannot buy days. Reject it to refund it.")
     _refuse_unless_allowed(payment, P.CONFIRMED)
     if payment.refunds.committed().filter(reason__in=GIVEN_BACK).exists():
         raise ReviewError("This money is being refunded (a refund of it was approved): it cannot also pay the order.")
@@ -97,6 +99,7 @@ def _accept(review: Review) -> None:
             reason=f"payment accepted by a reviewer: {review.reason}",
             now=now,
             hold_missing_lots=True,
+            extension_id=payment.extension_id,
         )
     except OrderInputError as exc:
         raise ReviewError(f"{exc.message} The order's lots were released; free a node first.") from None
@@ -118,6 +121,7 @@ def _reject(review: Review) -> None:
         actor=review.actor,
         reason=f"payment rejected by a reviewer: {review.reason}",
         now=now,
+        extension_id=payment.extension_id,
     )
     if order.status == OrderStatus.CANCELLED:
         email_enqueue(order_id=payment.order_id, name="payment_rejected", params={"payment_id": payment.pk})

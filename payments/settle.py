@@ -36,7 +36,7 @@ from payments.models import CreditKind, PaymentRequest, PaymentStatus
 from payments.refunds import refunds_follow
 from payments.refunds_due import AFTER_SETTLEMENT, FINAL, STRAY, UNNEEDED, refunds_due_compute
 from shop.outbox import email_enqueue
-from shop.payment_outcome import OrderPaymentOutcome, order_lots_gone, order_payment_outcome
+from shop.payment_outcome import OrderPaymentOutcome, order_lots_gone, order_payment_outcome, payment_money_late
 
 log = logging.getLogger(__name__)
 P = PaymentStatus
@@ -141,6 +141,8 @@ def _due_scope(payment: PaymentRequest, status: str, now: dt.datetime) -> str:
     """Which money is surely not the order's, before anyone decides. Settled: the excess (or, once a reviewer
     accepted, what came after). Unsettled: money in another asset or network; and all of it when it came late
     for an order whose lots are gone, since no reviewer could serve that order now."""
+    if payment.reviewed_at is None and payment_money_late(extension_id=payment.extension_id, now=now):
+        return FINAL  # an extension paid after its rental ended: nothing it could buy
     if payment.settled_at is not None:
         return AFTER_SETTLEMENT if payment.reviewed_at is not None else UNNEEDED
     if status == P.LATE and payment.reviewed_at is None and order_lots_gone(order_id=payment.order_id, now=now):
@@ -177,7 +179,11 @@ def _payment_settle(*, payment_id: int, now: dt.datetime) -> str | None:
         reason = _reason(status, credits)
         payment_transition(payment=payment, to=status, actor="system", reason=reason, now=now)
         order_payment_outcome(
-            order_id=payment.order_id, outcome=_outcome(payment, status), reason=f"payment {status}: {reason}", now=now
+            order_id=payment.order_id,
+            outcome=_outcome(payment, status),
+            reason=f"payment {status}: {reason}",
+            now=now,
+            extension_id=payment.extension_id,
         )
         if status in EMAIL_FOR:
             email_enqueue(order_id=payment.order_id, name=EMAIL_FOR[status], params={"payment_id": payment.pk})
@@ -233,6 +239,7 @@ def payment_settle_after_deep_reorg(*, payment_id: int, reason: str, now: dt.dat
                 reason=f"payment {status}: {reason}",
                 now=now,
                 note_if_unmoved=True,
+                extension_id=payment.extension_id,
             )
     log.error("payment %s of order %s: %s", payment.pk, payment.order_id, reason)
     return status

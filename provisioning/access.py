@@ -19,11 +19,11 @@ from provisioning import node_tools
 from provisioning.bundle import node_bundle
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import Driver, DriverError
-from provisioning.manifest import manifest_create
+from provisioning.manifest import manifest_create, manifest_revise
 from provisioning.models import AccessGrant, Node, NodeState, PreparationRun
 from provisioning.states import node_transition, nodes_transition
 from shop import capacity
-from shop.models import Order, OrderStatus
+from shop.models import Extension, ExtensionStatus, Order, OrderStatus
 from shop.orders import order_transition
 from shop.outbox import email_enqueue
 from shop.sshkeys import SshKeyError, parse_ssh_public_key
@@ -158,6 +158,37 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
     )
     manifest_create(order=order, runs=runs, grants=grants)
     email_enqueue(order_id=order.pk, name="access_ready")
+
+
+def access_extend_on_nodes(*, extension_id: int) -> int:
+    """An applied extension moved the rental's end: each live account's key backstop (its `expiry-time` and the
+    account's expiry day) moves with it on the node, through the driver (the access tool's `grant` on an
+    existing account only refreshes its expiry), and the order's manifest is signed again as a new revision
+    that points to the previous one. Idempotent: it sets the order's current end, whatever ran before."""
+    applied = Extension.objects.select_related("order").filter(status=ExtensionStatus.APPLIED)
+    extension = applied.filter(pk=extension_id).first()
+    if extension is None:
+        return 0
+    order = extension.order
+    grants = list(order.access_grants.handed_over().select_related("node"))
+    key_line = access_key_line(order)
+    for grant in grants:
+        with driver_for(grant.node) as driver:
+            driver.put_file(b"", f"{driver.workdir}/.keep")
+            if not grant.node.access_tool:
+                _ensure_tool(driver)
+            access_tool_check(driver=driver, node=grant.node)
+            key_file = f"{driver.workdir}/customer.pub"
+            driver.put_file(key_line.encode(), key_file, mode=0o644)
+            expires = (order.ends_at + KEY_BACKSTOP).isoformat()
+            _access_tool(
+                driver, grant.node, "grant", "--account", grant.account, "--key-file", key_file, "--expires", expires
+            )
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(pk=order.pk)
+        manifest_revise(order=order, extension_id=extension.pk)
+    log.info("order %s: access extended to %s on %s node(s)", order.reference, order.ends_at, len(grants))
+    return len(grants)
 
 
 def _revoke_on_node(grant: AccessGrant) -> None:

@@ -1,10 +1,10 @@
 """What waits on a human, in one list, oldest first: the "Needs attention" list at the top of /ops/.
 
-Paid orders not prepared yet, payments in review, failed preparations, failed or maintenance nodes,
-unacknowledged unexpected outflows, refunds waiting for a reviewer's approval. Each item's age runs from the
-moment it started waiting (the event that moved the row to its status; an outflow's detection), and its link
-goes to where it is handled: the console's own section, or the admin page of the row. Read only.
-"""
+Paid orders not prepared yet, payments in review (an order's, or an extension's), failed preparations,
+failed or maintenance nodes, unacknowledged unexpected outflows, refunds waiting for a reviewer's approval.
+Each item's age runs from the moment it started waiting (the event that moved the row to its status; an
+outflow's detection), and its link goes to where it is handled: the console's own section, or the admin page
+of the row. Read only."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from payments.models import Refund, RefundEvent, RefundStatus, UnexpectedOutflow
 from provisioning.models import Node, NodeEvent, NodeState
-from shop.models import Order, OrderEvent, OrderStatus
+from shop.models import Extension, ExtensionEvent, ExtensionStatus, Order, OrderEvent, OrderStatus
 
 S = OrderStatus
 
@@ -56,7 +56,7 @@ def needs_attention() -> list[Attention]:
         (S.PREPARATION_FAILED, "preparation_failed", "#failed-title"),
     ):
         entered = _entered(OrderEvent.objects.filter(order=OuterRef("pk")), "to_status", status)
-        orders = Order.objects.filter(status=status).select_related("payment")
+        orders = Order.objects.filter(status=status)
         for order in orders.annotate(since=Coalesce(entered, F("created_at"))):
             link = console + anchor if anchor else _review_link(order)
             detail = f"{order.lots} lot{'s' if order.lots != 1 else ''}, {order.duration_days} days"
@@ -71,6 +71,14 @@ def needs_attention() -> list[Attention]:
         detail = f"{outflow.amount_base_units} base units to {outflow.to_address}, tx {outflow.tx_hash}"
         items.append(Attention("outflow", outflow.payment.order.reference, detail, outflow.created_at,
                                console + "#outflows-title"))
+    # An extension's payment in review: its order stays active meanwhile, so it is found by the extension.
+    review = ExtensionStatus.NEEDS_REVIEW
+    entered = _entered(ExtensionEvent.objects.filter(extension=OuterRef("pk")), "to_status", review)
+    extensions = Extension.objects.filter(status=review).select_related("order", "payment")
+    for extension in extensions.annotate(since=Coalesce(entered, F("created_at"))):
+        detail = f"extension of {extension.duration_days} days"
+        link = reverse("admin:payments_paymentrequest_change", args=[extension.payment.pk])
+        items.append(Attention("review", extension.order.reference, detail, extension.since, link))
     pending = RefundStatus.PENDING_APPROVAL
     entered = _entered(RefundEvent.objects.filter(refund=OuterRef("pk")), "to_status", pending)
     refunds = Refund.objects.filter(status=pending).select_related("payment__order")

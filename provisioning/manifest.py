@@ -21,8 +21,8 @@ from django.conf import settings
 
 from payments.models import PaymentRequest
 from provisioning.bundle import node_bundle_sha256
-from provisioning.models import AccessGrant, Manifest, PreparationRun
-from shop.models import Order
+from provisioning.models import AccessGrant, Manifest, PreparationRun, RunStatus
+from shop.models import ExtensionStatus, Order
 
 JCS = "JCS (RFC 8785)"
 JCS_ALGORITHM = "Ed25519 over the JCS (RFC 8785) canonical JSON of `body`"
@@ -77,6 +77,35 @@ def manifest_verify(body: dict[str, Any], signature_b64: str, public_b64: str) -
     except Exception:  # cryptography raises InvalidSignature; any malformed input is a failure too
         return False
     return True
+
+
+def _extensions_evidence(order: Order) -> list[dict[str, Any]]:
+    """Each applied extension and the payment that bought it (in revisions signed after an extension)."""
+    applied = order.extensions.filter(status=ExtensionStatus.APPLIED).select_related("payment__asset")
+    applied = applied.order_by("applied_at", "pk")
+    return [
+        {
+            "duration_days": extension.duration_days,
+            "applied_at": extension.applied_at.isoformat(),
+            "ends_at": extension.ends_at_after.isoformat(),
+            "chain_id": extension.payment.chain_id,
+            "asset": extension.payment.asset.symbol,
+            "contract": extension.payment.contract,
+            "address": extension.payment.address,
+            "amount_base_units": str(int(extension.payment.amount_base_units)),
+            "credits": [
+                {
+                    "tx_hash": c.tx_hash,
+                    "log_index": c.log_index,
+                    "block_number": c.block_number,
+                    "block_hash": c.block_hash,
+                    "amount_base_units": str(int(c.amount_base_units)),
+                }
+                for c in extension.payment.credits.counted().order_by("block_number", "log_index")
+            ],
+        }
+        for extension in applied
+    ]
 
 
 def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> dict[str, Any]:
@@ -139,6 +168,34 @@ def manifest_create(*, order: Order, runs: list[PreparationRun], grants: list[Ac
     return manifest
 
 
+def manifest_revise(*, order: Order, extension_id: int) -> Manifest | None:
+    """A new revision after an extension: the same evidence with the new end and the extensions' payments,
+    and `previous_body_sha256` naming the revision it replaces (kept, signed, in `previous`). Idempotent: a
+    revision that already names this extension is not signed again. The caller holds the order's row lock."""
+    manifest = Manifest.objects.filter(order=order).first()
+    if manifest is None:
+        return None
+    if extension_id in manifest.body.get("extension_ids", []):
+        return manifest
+    runs = list(order.preparation_runs.filter(status=RunStatus.PASSED).select_related("node").order_by("node__name"))
+    grants = list(order.access_grants.handed_over())
+    body = manifest_body(order, runs, grants)
+    body["extensions"] = _extensions_evidence(order)
+    if manifest.body.get("access", {}).get("starts_at"):
+        body["access"]["starts_at"] = manifest.body["access"]["starts_at"]
+    body["nodes"] = manifest.body.get("nodes", body["nodes"])  # the preflight evidence stays what was signed
+    body["revision"] = int(manifest.body.get("revision", 1)) + 1
+    body["previous_body_sha256"] = hashlib.sha256(canonical_json(manifest.body)).hexdigest()
+    body["extension_ids"] = [*manifest.body.get("extension_ids", []), extension_id]
+    previous = {"body": manifest.body, "signature": manifest.signature, "public_key": manifest.public_key}
+    body = json.loads(jcs_json(body))
+    signature = base64.b64encode(signing_key().sign(canonical_json(body))).decode()
+    manifest.previous = [*manifest.previous, previous]
+    manifest.body, manifest.signature, manifest.public_key = body, signature, public_key_b64()
+    manifest.save(update_fields=["body", "signature", "public_key", "previous"])
+    return manifest
+
+
 def manifest_document(manifest: Manifest) -> dict[str, Any]:
     """What the customer downloads: the body, its signature, and how to check it."""
     return {
@@ -147,4 +204,6 @@ def manifest_document(manifest: Manifest) -> dict[str, Any]:
         "signature_algorithm": JCS_ALGORITHM if manifest.body.get("canonicalization") == JCS else LEGACY_ALGORITHM,
         "public_key": manifest.public_key,
         "body_sha256": hashlib.sha256(canonical_json(manifest.body)).hexdigest(),
+        # Earlier revisions (before an extension moved the end), oldest first, each signed as it was issued.
+        **({"previous": manifest.previous} if manifest.previous else {}),
     }

@@ -228,6 +228,9 @@ class Manifest(models.Model):
     signature = models.CharField(max_length=200, help_text="Ed25519 over the canonical JSON, base64.")
     public_key = models.CharField(max_length=100)
     created_at = models.DateTimeField(default=timezone.now)
+    # Earlier signed revisions, oldest first ({body, signature, public_key}): an extension signs a new one whose
+    # body names the previous one's hash (`previous_body_sha256`).
+    previous = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return f"manifest of {self.order_id}"

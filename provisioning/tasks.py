@@ -14,6 +14,7 @@ from django.utils import timezone
 from config.jobs.task import job_task
 from provisioning.access import (
     REVOKE_TIMEOUT_SECONDS,
+    access_extend_on_nodes,
     access_left_live_withdraw,
     access_revoke,
     access_withdraw,
@@ -93,6 +94,19 @@ def access_revoke_task(grant_id: int) -> bool:
 )
 def access_withdraw_task(grant_id: int) -> bool:
     return access_withdraw(grant_id=grant_id)
+
+
+@job_task(
+    lease_seconds=600,
+    max_attempts=20,  # the key backstop must follow the paid end; an operator sees a job that gives up
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=5,
+)
+def access_extend_task(extension_id: int) -> int:
+    return access_extend_on_nodes(extension_id=extension_id)
 
 
 @shared_task(acks_late=True)

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from config.admin_base import ReadOnlyInline, details_asked, reason_asked
 from payments.models import PaymentRequest
 from shop.cancellation import order_cancel_with_refunds
-from shop.models import Duration, LotSpec, Order, OrderEvent, Preparation, Reservation
+from shop.models import FIRST_PAYMENTS, Duration, Extension, LotSpec, Order, OrderEvent, Preparation, Reservation
 from shop.orders import OrderInputError, TransitionNotAllowed, order_hold_extend
 from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
 
@@ -52,6 +52,7 @@ class PaymentRequestInline(admin.StackedInline):
     can_delete = False
     show_change_link = True  # the payment's own page: credits, notices, events, review actions
     fields = [
+        "extension",
         "asset",
         "chain_id",
         "contract",
@@ -73,6 +74,15 @@ class PaymentRequestInline(admin.StackedInline):
         return False
 
 
+class ExtensionInline(ReadOnlyInline):
+    """More days bought for the rental, each with its own payment request (listed above)."""
+
+    model = Extension
+    fields = [
+        "duration_days", "lots", "total_usd", "status", "created_at", "applied_at", "ends_at_before", "ends_at_after"
+    ]
+
+
 class HoldExtendForm(forms.Form):
     until = forms.DateTimeField(help_text="The new end of the hold, UTC (YYYY-MM-DD HH:MM).")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Kept in the order's events.")
@@ -82,10 +92,10 @@ class HoldExtendForm(forms.Form):
 class OrderAdmin(admin.ModelAdmin):
     list_display = ["reference", "status", "lots", "duration_days", "preparation", "total_usd", "email", "created_at"]
     list_filter = ["status", "duration_days", "preparation", "language"]
-    search_fields = ["reference", "email", "last_name", "payment__address"]
+    search_fields = ["reference", "email", "last_name", "payments__address"]
     list_select_related = ["preparation"]
     date_hierarchy = "created_at"
-    inlines = [PaymentRequestInline, ReservationInline, OrderEventInline]
+    inlines = [PaymentRequestInline, ExtensionInline, ReservationInline, OrderEventInline]
     actions = ["cancel_orders", "extend_hold", "export_personal_data", "erase_personal_data"]
     readonly_fields = [
         "reference",
@@ -195,8 +205,10 @@ class OrderAdmin(admin.ModelAdmin):
 
     @admin.action(description="Export the customers' personal data (JSON)", permissions=["manage_personal_data"])
     def export_personal_data(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse:
-        orders = queryset.select_related("preparation", "payment__asset__network").prefetch_related(
-            "payment__notices", "payment__credits", "events"
+        first = PaymentRequest.objects.filter(extension=None).select_related("asset__network")
+        first = first.prefetch_related("notices", "credits")
+        orders = queryset.select_related("preparation").prefetch_related(
+            Prefetch("payments", queryset=first, to_attr=FIRST_PAYMENTS), "events"
         )
         documents = [order_personal_data_export(order=order) for order in orders]
         response = JsonResponse({"orders": documents}, json_dumps_params={"indent": 2, "ensure_ascii": False})

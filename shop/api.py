@@ -17,6 +17,7 @@ from config.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNS
 from config.api_fields import EmailTextField, SlugTextField, TextField
 from payments.notices import payment_notice_submit
 from shop.catalog import catalog_current
+from shop.extension_placement import ExtensionRefused, ExtensionRequest, extension_create
 from shop.models import HypothesisKind
 from shop.order_input import (
     MAX_LOTS_PER_ORDER,
@@ -29,7 +30,7 @@ from shop.order_input import (
     resolve_network,
     resolve_preparation,
 )
-from shop.order_view import order_representation
+from shop.order_view import extension_representation, order_representation
 from shop.orders import OrderInputError, order_for_token
 from shop.placement import order_create
 from shop.sshkeys import MAX_KEY_CHARS
@@ -195,6 +196,17 @@ class RefundOutput(serializers.Serializer):
     tx_hash = serializers.CharField(allow_null=True)
 
 
+class ExtensionOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    duration_days = serializers.IntegerField()
+    total_usd = serializers.CharField()
+    status = serializers.CharField(help_text="awaiting_payment, payment_reported, needs_review, applied or expired")
+    created_at = serializers.DateTimeField()
+    applied_at = serializers.DateTimeField(allow_null=True)
+    ends_at = serializers.DateTimeField(allow_null=True, help_text="The rental's end once this extension applied")
+    payment = PaymentOutput()
+
+
 class OrderOutput(serializers.Serializer):
     reference = serializers.CharField()
     access_token = serializers.CharField()
@@ -212,6 +224,7 @@ class OrderOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     payment = PaymentOutput()
     refunds = RefundOutput(many=True)
+    extensions = ExtensionOutput(many=True)
     access = serializers.DictField(
         allow_null=True, help_text="host, port, user, host_key_fingerprint, ssh_command, ends_at, nodes"
     )
@@ -325,3 +338,49 @@ class OrderPaidApi(APIView):
             "detail": _("Received: the payment is being checked on-chain."),
         }
         return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class ExtendInput(serializers.Serializer):
+    duration_days = serializers.IntegerField()
+    network = SlugTextField(max_length=40, required=False, allow_blank=True)
+    asset = TextField(max_length=12, required=False, allow_blank=True)
+
+
+class RefusedOutput(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class OrderExtendApi(APIView):
+    @extend_schema(
+        parameters=[TOKEN_HEADER],
+        request=ExtendInput,
+        responses={
+            201: ExtensionOutput,
+            400: BAD_INPUT,
+            404: NOT_FOUND,
+            409: RefusedOutput,
+            413: TOO_LARGE,
+            415: UNSUPPORTED_MEDIA_TYPE,
+            429: RATE_LIMITED,
+        },
+        summary="Extend an active rental by 3, 7 or 30 days",
+    )
+    def post(self, request: Request, reference: str) -> Response:
+        order = order_for_token(reference=reference, token=request.headers.get("X-Order-Token"))
+        if order is None:
+            raise Http404
+        data = ExtendInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        asked = ExtensionRequest(
+            duration_days=data.validated_data["duration_days"],
+            network=data.validated_data.get("network", ""),
+            asset=data.validated_data.get("asset", ""),
+        )
+        try:
+            extension = extension_create(order=order, request=asked)
+        except ExtensionRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except OrderInputError as exc:
+            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        body = extension_representation(extension, notices=0)
+        return Response(ExtensionOutput(body).data, status=status.HTTP_201_CREATED)

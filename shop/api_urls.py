@@ -13,6 +13,7 @@ urlpatterns = [
     path("orders/lookup/", lookup_views.OrderLookupApi.as_view(), name="api_order_lookup"),
     path("orders/<str:reference>/", api.OrderDetailApi.as_view(), name="api_order_detail"),
     path("orders/<str:reference>/paid/", api.OrderPaidApi.as_view(), name="api_order_paid"),
+    path("orders/<str:reference>/extend/", api.OrderExtendApi.as_view(), name="api_order_extend"),
     path("orders/<str:reference>/prepare/", OrderPrepareApi.as_view(), name="api_order_prepare"),
     path("nodes/<str:name>/recheck/", NodeRecheckApi.as_view(), name="api_node_recheck"),
     path(

@@ -15,7 +15,8 @@ from shop.payment_outcome import order_outcome_locks
 def order_cancel_with_refunds(*, order_id: int, actor: str, reason: str) -> None:
     with transaction.atomic():
         order_outcome_locks()
-        payment = PaymentRequest.objects.select_for_update().filter(order_id=order_id).first()
+        # The first payment and every extension's: all that the customer paid goes back.
+        payments = list(PaymentRequest.objects.select_for_update().filter(order_id=order_id).order_by("pk"))
         order_cancel(order_id=order_id, actor=actor, reason=reason)
-        if payment is not None:
+        for payment in payments:
             refunds_open_all(payment=payment, actor=actor, reason=f"order cancelled: {reason}", now=timezone.now())

@@ -121,6 +121,28 @@ class PaymentForm(InputCheckMixin, forms.Form):
         return option
 
 
+class ExtendForm(InputCheckMixin, forms.Form):
+    """More days for an active rental, paid in the asset chosen (the order's by default)."""
+
+    duration_days = forms.TypedChoiceField(label=_("More days"), coerce=int, widget=forms.RadioSelect)
+    payment_option = forms.ChoiceField(label=_("Asset and network"))
+
+    def __init__(self, *args, durations: list[Duration], networks: list[Network], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["duration_days"].choices = [
+            (d.days, _("%(days)s days, %(usd)s USD per lot") % {"days": d.days, "usd": d.price_per_lot_usd})
+            for d in durations
+        ]
+        self.fields["payment_option"].choices = [
+            (f"{network.slug}:{asset.symbol}", f"{asset.symbol} · {network.name}")
+            for network in networks
+            for asset in network.offered_assets
+        ]
+        self.fields["payment_option"].error_messages["invalid_choice"] = _(
+            "Choose one of the listed assets and networks."
+        )
+
+
 class PaidForm(forms.Form):
     """ "I have paid", with the transaction hash if the customer has it."""
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import get_language
 from django.utils.translation import gettext_lazy as _
+
+from config.transition_event import TransitionEvent
 
 
 class LocalizedTextMixin:
@@ -166,6 +169,39 @@ class Order(models.Model):
     def full_name(self) -> str:
         return f"{self.first_name} {self.last_name}"
 
+    # The order's first payment request (extensions have their own: `payments` holds them all). Read once and
+    # kept, like the one-to-one accessor it replaced; a query may bring it along (joined by order_for_token, or
+    # prefetched into FIRST_PAYMENTS by the admin's export).
+    @property
+    def payment(self):  # noqa: ANN201 - payments.models.PaymentRequest; the rows layer imports no other app's rows
+        cache = self._state.fields_cache
+        if FIRST_PAYMENT not in cache:
+            first = getattr(self, FIRST_PAYMENTS, None)  # fetched with Prefetch(to_attr=FIRST_PAYMENTS)
+            if first is None and self.__dict__.get(FIRST_PAYMENT_JOINED) is not None:
+                first = [self.__dict__[FIRST_PAYMENT_JOINED]]  # joined: FilteredRelation + select_related
+            if first is None:
+                first = list(self.payments.filter(extension__isnull=True)[:1])
+            if not first:
+                raise Order.PaymentMissing(f"order {self.pk} has no payment request")
+            cache[FIRST_PAYMENT] = first[0]
+        return cache[FIRST_PAYMENT]
+
+    @payment.setter
+    def payment(self, value) -> None:  # noqa: ANN001
+        self._state.fields_cache[FIRST_PAYMENT] = value
+
+    def refresh_from_db(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        self._state.fields_cache.pop(FIRST_PAYMENT, None)
+        super().refresh_from_db(*args, **kwargs)
+
+    class PaymentMissing(ObjectDoesNotExist, AttributeError):
+        """No payment request yet (as the one-to-one accessor's error: `getattr(order, "payment", None)` works)."""
+
+
+FIRST_PAYMENT = "_first_payment"
+FIRST_PAYMENTS = "first_payments"
+FIRST_PAYMENT_JOINED = "first_payment"
+
 
 class OrderEvent(models.Model):
     """One row per change of an order's status (who, when, from, to, why)."""
@@ -239,3 +275,45 @@ class OutgoingEmail(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} for {self.order_id}"
+
+
+class ExtensionStatus(models.TextChoices):
+    AWAITING_PAYMENT = "awaiting_payment", _("Awaiting payment")  # opened, its quote open
+    PAYMENT_REPORTED = "payment_reported", _("Payment reported")  # the customer pressed "I have paid"
+    NEEDS_REVIEW = "needs_review", _("Needs review")  # a payment exception, or paid after the rental ended
+    APPLIED = "applied", _("Applied")  # paid: the rental's end moved by its days
+    EXPIRED = "expired", _("Expired")  # the window ended unpaid, or a reviewer rejected its payment
+
+
+class Extension(models.Model):
+    """More days for an active rental, bought with a payment request of its own (its `payment`)."""
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="extensions")
+    status = models.CharField(max_length=24, choices=ExtensionStatus.choices, default=ExtensionStatus.AWAITING_PAYMENT)
+    # Frozen when opened, from the catalog: later edits don't change what the customer was quoted.
+    duration_days = models.PositiveSmallIntegerField()
+    price_per_lot_usd = models.DecimalField(max_digits=12, decimal_places=2)
+    lots = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
+    total_usd = models.DecimalField(max_digits=14, decimal_places=2)
+    created_at = models.DateTimeField(default=timezone.now)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    # The rental's end before and after this extension moved it (set when applied).
+    ends_at_before = models.DateTimeField(null=True, blank=True)
+    ends_at_after = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.order_id}: +{self.duration_days} days ({self.status})"
+
+
+class ExtensionEvent(TransitionEvent):
+    """One row per change of an extension's status (who, when, from, to, why)."""
+
+    extension = models.ForeignKey(Extension, on_delete=models.CASCADE, related_name="events")
+    from_status = models.CharField(max_length=24, choices=ExtensionStatus.choices, blank=True)
+    to_status = models.CharField(max_length=24, choices=ExtensionStatus.choices)
+
+    def __str__(self) -> str:
+        return f"{self.extension_id}: {self.from_status or '-'} -> {self.to_status}"

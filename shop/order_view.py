@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count
 from django.http import HttpRequest
 from eth_utils import to_checksum_address
 
-from payments.models import PaymentStatus, Refund
+from payments.models import PaymentRequest, PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
 from payments.refunds import CHANGEABLE
-from shop.models import Order, OrderStatus
+from shop.models import Extension, Order, OrderStatus
 from shop.order_links import order_status_path
 
 # While the payment can still move by itself, the order page refreshes itself.
@@ -19,7 +20,12 @@ LIVE_PAYMENT_STATUSES = (PaymentStatus.PENDING, PaymentStatus.DETECTED)
 
 
 def payment_representation(order: Order) -> dict[str, Any]:
-    payment = order.payment
+    """The order's first payment."""
+    return payment_fields(order.payment, notices=_notices_count(order))
+
+
+def payment_fields(payment: PaymentRequest, *, notices: int) -> dict[str, Any]:
+    """One payment request (the order's first, or an extension's), as the customer sees it."""
     asset = payment.asset
     return {
         "network": asset.network.slug,
@@ -55,7 +61,7 @@ def payment_representation(order: Order) -> dict[str, Any]:
         ),
         "refunds_due": [_refund_due(entry) for entry in payment.refunds_due],
         "tx_hashes": sorted({credit.tx_hash for credit in payment.credits.all() if credit.counted}),
-        "notices": _notices_count(order),
+        "notices": notices,
         "watching": payment.status in LIVE_PAYMENT_STATUSES,
     }
 
@@ -111,7 +117,12 @@ def order_representation(order: Order, *, token: str, request: HttpRequest) -> d
         "hypothesis": order.hypothesis_text,
         "created_at": order.created_at,
         "payment": payment_representation(order),
-        "refunds": [refund_representation(refund) for refund in order.payment.refunds.select_related("network")],
+        # Every payment's: the first one's and each extension's.
+        "refunds": [
+            refund_representation(refund)
+            for refund in Refund.objects.filter(payment__order=order).select_related("network")
+        ],
+        "extensions": extensions_representation(order),
         "access": access_representation(order),
         "manifest_url": (
             request.build_absolute_uri(order_status_path(order) + "manifest.json")
@@ -120,6 +131,35 @@ def order_representation(order: Order, *, token: str, request: HttpRequest) -> d
         ),
         "preparation_progress": preparation_progress(order),
     }
+
+
+def extension_representation(extension: Extension, *, notices: int) -> dict[str, Any]:
+    return {
+        "id": extension.pk,
+        "duration_days": extension.duration_days,
+        "lots": extension.lots,
+        "total_usd": str(extension.total_usd),
+        "status": extension.status,
+        "status_label": extension.get_status_display(),
+        "created_at": extension.created_at,
+        "applied_at": extension.applied_at,
+        "ends_at": extension.ends_at_after,
+        "payment": payment_fields(extension.payment, notices=notices),
+    }
+
+
+def extensions_representation(order: Order) -> list[dict[str, Any]]:
+    """The order's extensions, oldest first, each with its payment (a fixed number of queries)."""
+    if order.status not in (OrderStatus.ACTIVE, OrderStatus.ENDED):
+        return []  # opened only while the rental runs: an order that never ran has none (no query)
+    extensions = (
+        Extension.objects.filter(order=order)
+        .select_related("payment__asset__network")
+        .prefetch_related("payment__credits")
+        .annotate(notices=Count("payment__notices"))
+        .order_by("created_at", "pk")
+    )
+    return [extension_representation(extension, notices=extension.notices) for extension in extensions]
 
 
 def access_representation(order: Order) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ import secrets
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, FilteredRelation, OuterRef, Q, Subquery
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -18,7 +18,7 @@ from shop import capacity
 from shop.capacity_shown import lots_available_forget
 from shop.input_errors import OrderInputError
 from shop.lot_messages import only_available_message
-from shop.models import Order, OrderEvent, OrderStatus, Reservation
+from shop.models import FIRST_PAYMENT_JOINED, Order, OrderEvent, OrderStatus, Reservation
 from shop.order_links import order_access_token
 from shop.outbox import email_enqueue
 from shop.staff_notices import order_staff_notify
@@ -102,9 +102,12 @@ def order_for_token(*, reference: str, token: str | None) -> Order | None:
     """The order if the token opens it; None for a wrong reference or token alike (no oracle)."""
     # The payment, its asset and network, the preparation and the count of "I have paid" notices come in the
     # same query: every caller shows them.
-    notices = Notice.objects.filter(payment__order=OuterRef("pk")).order_by().values("payment")
+    notices = Notice.objects.filter(payment__order=OuterRef("pk"), payment__extension=None).order_by().values("payment")
     order = (
-        Order.objects.select_related("preparation", "payment__asset__network")
+        Order.objects.annotate(
+            **{FIRST_PAYMENT_JOINED: FilteredRelation("payments", condition=Q(payments__extension__isnull=True))}
+        )
+        .select_related("preparation", f"{FIRST_PAYMENT_JOINED}__asset__network")
         .annotate(payment_notices=Subquery(notices.annotate(n=Count("pk")).values("n")))
         .filter(reference=str(reference).upper())
         .first()

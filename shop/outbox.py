@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from config.jobs.outbox import job_enqueue
 from shop.emails import send_templated_email
-from shop.models import LotSpec, Order, OutgoingEmail
+from shop.models import Extension, LotSpec, Order, OutgoingEmail
 from shop.order_links import order_receipt_path, order_status_path
 
 log = logging.getLogger(__name__)
@@ -84,3 +84,8 @@ def order_received_context(order: Order, params: dict) -> dict:
 @email_context("order_expired")
 def order_expired_context(order: Order, params: dict) -> dict:
     return {"watch_days": settings.PAYMENT_WATCH_DAYS}
+
+
+@email_context("extension_applied")
+def extension_applied_context(order: Order, params: dict) -> dict:
+    return {"extension": Extension.objects.get(pk=params["extension_id"], order=order)}

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from shop import capacity
 from shop.capacity_shown import lots_available_forget
+from shop.extensions import extension_money_late, extension_payment_outcome
 from shop.input_errors import OrderInputError
 from shop.lot_messages import only_available_message
 from shop.models import Order, OrderStatus
@@ -112,6 +113,12 @@ def order_lots_gone(*, order_id: int, now: dt.datetime) -> bool:
     return held + capacity.lots_available(now) < order.lots
 
 
+def payment_money_late(*, extension_id: int | None, now: dt.datetime) -> bool:
+    """An extension's money that cannot be used (its rental is over, it was not applied): all of it is due
+    back, as late money for an order nobody can serve. Always False for an order's first payment."""
+    return extension_id is not None and extension_money_late(extension_id=extension_id, now=now)
+
+
 def order_outcome_locks() -> None:
     """The locks an outcome that may hold lots again needs, taken first (lock order: nodes, payment, order)."""
     capacity.lock_sellable_nodes()
@@ -126,11 +133,17 @@ def order_payment_outcome(
     now: dt.datetime | None = None,
     hold_missing_lots: bool = False,
     note_if_unmoved: bool = False,
+    extension_id: int | None = None,
 ) -> Order:
     """The one door from payments into shop, following ORDER_PAYMENT_OUTCOMES. Runs inside the payment's
     transaction (lock order: payment, then order).
-    `note_if_unmoved`: an order whose status cannot move (being prepared, active) still gets an event row."""
+    `note_if_unmoved`: an order whose status cannot move (being prepared, active) still gets an event row.
+    `extension_id`: the payment is an extension's (its `extension_id`): the outcome is the extension's
+    (shop.extensions.EXTENSION_PAYMENT_OUTCOMES) and the order's status and lots stay as they are."""
     now = now or timezone.now()
+    if extension_id is not None:
+        extension_payment_outcome(extension_id=extension_id, outcome=outcome, reason=reason, actor=actor, now=now)
+        return Order.objects.get(pk=order_id)
     order = Order.objects.select_for_update().get(pk=order_id)
     rule = ORDER_PAYMENT_OUTCOMES[outcome]
     if order.status in rule.instead:

@@ -119,7 +119,7 @@ def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt
         capacity.reserve_lots(order=order, lots=request.lots, expires_at=payment_deadline(now), now=now)
     except capacity.SoldOut as exc:
         raise OrderInputError("lots", only_available_message(exc.available)) from None
-    payment_request_open(order=order, quote=quote, now=now)
+    order.payment = payment_request_open(order=order, quote=quote, now=now)  # kept: its page is shown at once
     email_enqueue(order_id=order.pk, name="order_received")
     return order
 

@@ -1,4 +1,5 @@
-"""The order's receipt: what was bought, what paid for it on-chain, what went back, and when.
+"""The order's receipt: what was bought (the rental, then each applied extension), what paid for each on-chain,
+what went back, and when.
 
 A receipt exists once the order was paid: its payment settled (confirmed in full, or accepted by a reviewer),
 or the order went on to be prepared. Before that there is nothing to show as paid.
@@ -13,7 +14,7 @@ from django.conf import settings
 
 from payments.fields import format_units
 from payments.models import Credit, PaymentRequest, Refund
-from shop.models import Order, OrderStatus
+from shop.models import ExtensionStatus, Order, OrderStatus
 
 S = OrderStatus
 # Statuses an order reaches only after its payment was settled (a reorg may have un-settled it since).
@@ -60,10 +61,20 @@ def _paid_at(order: Order, payment: PaymentRequest | None) -> dt.datetime | None
     return first.created_at if first else None
 
 
+def _extensions(order: Order) -> list[dict]:
+    """Each extension whose days were given, with the payment that bought them and its transfers."""
+    applied = order.extensions.filter(status=ExtensionStatus.APPLIED).select_related("payment__asset__network")
+    return [
+        {"extension": extension, "payment": extension.payment, "transfers": _transfers(extension.payment)}
+        for extension in applied.order_by("applied_at", "pk")
+    ]
+
+
 def order_receipt(order: Order) -> dict:
     """Everything the receipt shows, read once; the customer's name and email only while they are kept."""
-    payment = PaymentRequest.objects.select_related("asset__network").filter(order=order).first()
-    refunds = list(Refund.objects.filter(payment=payment).select_related("network")) if payment else []
+    payment = PaymentRequest.objects.select_related("asset__network").filter(order=order, extension=None).first()
+    # Every payment's refunds: the rental's and its extensions'.
+    refunds = list(Refund.objects.filter(payment__order=order).select_related("network").order_by("created_at"))
     return {
         "seller": {
             "name": settings.SELLER_NAME,
@@ -75,6 +86,7 @@ def order_receipt(order: Order) -> dict:
         else {"name": order.full_name, "email": order.email},
         "payment": payment,
         "transfers": _transfers(payment) if payment else [],
+        "extensions": _extensions(order),
         "refunds": [
             {
                 "refund": refund,

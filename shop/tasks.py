@@ -8,6 +8,7 @@ import smtplib
 from celery import shared_task
 
 from config.jobs.task import job_task
+from shop.extensions import extensions_expire_overdue
 from shop.order_lookup import order_lookup_send
 from shop.orders import orders_expire_overdue
 from shop.outbox import CLAIM, email_send
@@ -50,4 +51,4 @@ def order_lookup_task(email: str) -> bool:
 
 @shared_task(acks_late=True)
 def reservations_release_expired_task() -> int:
-    return orders_expire_overdue()
+    return orders_expire_overdue() + extensions_expire_overdue()  # extensions expire with their payment window

@@ -16,6 +16,7 @@ urlpatterns = [
     path("order/find/sent/", lookup_views.order_find_sent, name="order_find_sent"),
     path("o/<str:reference>/<str:token>/", views.order_status, name="order_status"),
     path("o/<str:reference>/<str:token>/paid/", views.order_paid, name="order_paid"),
+    path("o/<str:reference>/<str:token>/extend/", views.order_extend, name="order_extend"),
     path(
         "o/<str:reference>/<str:token>/refunds/<int:refund_id>/address/",
         views.refund_address,

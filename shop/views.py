@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import translation
+from django.utils import timezone, translation
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
@@ -25,7 +25,9 @@ from payments.notices import payment_notice_submit
 from payments.refunds import refund_address_give
 from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import catalog_current, catalog_data
-from shop.forms import ConfigureForm, ContactForm, PaidForm, PaymentForm
+from shop.extension_placement import ExtensionRefused, ExtensionRequest, extension_create
+from shop.extensions import extension_refusal
+from shop.forms import ConfigureForm, ContactForm, ExtendForm, PaidForm, PaymentForm
 from shop.models import HypothesisKind, Order, OrderStatus, order_total_usd
 from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
 from shop.order_links import order_status_path
@@ -237,11 +239,15 @@ def _status_page(
     token: str,
     *,
     paid_form: PaidForm | None = None,
+    extend_form: ExtendForm | None = None,
     refund_error: tuple[int, str, str] | None = None,
     status: int = 200,
 ) -> HttpResponse:
     view = order_representation(order, token=token, request=request)
     qr_svg = payment_qr_svg(view["payment"]["uri"])
+    open_extensions = [e for e in view["extensions"] if e["status"] in ("awaiting_payment", "payment_reported")]
+    for extension in open_extensions:
+        extension["qr_svg"] = payment_qr_svg(extension["payment"]["uri"])
     context = {
         "order": order,
         "view": view,
@@ -250,6 +256,9 @@ def _status_page(
         "status_url": view["status_url"],
         "total_usd": Decimal(view["total_usd"]),
         "paid_form": paid_form or PaidForm(),
+        # The "Extend" form, while the rental runs (shown again with its errors after a refused POST).
+        "extend_form": extend_form or (_extend_form(order) if _extendable(order) else None),
+        "extensions_open": bool(open_extensions),  # one "I have paid" covers them all
         # (refund id, the address given, what is wrong with it): shown on that refund's field
         "refund_error": refund_error,
         "receipt_path": reverse("shop:order_receipt", kwargs={"reference": order.reference, "token": token})
@@ -281,6 +290,38 @@ def order_paid(request: HttpRequest, reference: str, token: str) -> HttpResponse
             messages.success(request, _("Thank you: we are checking the chain now. This page updates by itself."))
             return redirect(order_status_path(order))
     return _status_page(request, order, token, paid_form=form, status=400)
+
+
+def _extendable(order: Order) -> bool:
+    return order.status == OrderStatus.ACTIVE and not extension_refusal(order=order, now=timezone.now())
+
+
+def _extend_form(order: Order, data: dict | None = None) -> ExtendForm:
+    catalog = catalog_data()
+    first = order.payment.asset
+    initial = {"duration_days": order.duration_days, "payment_option": f"{first.network.slug}:{first.symbol}"}
+    return ExtendForm(data, initial=initial, durations=catalog.durations, networks=catalog.networks)
+
+
+@require_POST
+def order_extend(request: HttpRequest, reference: str, token: str) -> HttpResponse:
+    """The order page's "Extend" form: an extension with its own payment request, shown on the same page."""
+    order = _order_or_404(reference, token)
+    form = _extend_form(order, request.POST)
+    if form.is_valid():
+        network, _sep, symbol = form.cleaned_data["payment_option"].partition(":")
+        asked = ExtensionRequest(duration_days=form.cleaned_data["duration_days"], network=network, asset=symbol)
+        try:
+            extension = extension_create(order=order, request=asked)
+        except ExtensionRefused as exc:
+            messages.error(request, str(exc))
+            return redirect(order_status_path(order))
+        except OrderInputError as exc:
+            form.add_error("payment_option" if exc.field in ("asset", "network") else "duration_days", exc.message)
+        else:
+            messages.success(request, _("Your extension is open: pay it below, as you paid the order."))
+            return redirect(order_status_path(order) + f"#extension-{extension.pk}")
+    return _status_page(request, order, token, extend_form=form, status=400)
 
 
 @require_POST

@@ -10,7 +10,7 @@ CATALOG_URL = "/api/v1/catalog/"
 
 
 def payment_of(placed: dict) -> PaymentRequest:
-    return PaymentRequest.objects.get(order__reference=placed["reference"])
+    return PaymentRequest.objects.get(order__reference=placed["reference"], extension=None)
 
 
 def order_of(placed: dict) -> Order:

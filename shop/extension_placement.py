@@ -1,0 +1,68 @@
+"""Extending an active rental: the customer's request checked against a fresh quote, then in one transaction
+(under the order's row lock) the extension opened and its payment request made, with a deposit address of its
+own. All or nothing. Above the order domain and payments, as placing an order is (shop.placement).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from payments.checkout import payment_request_open, quote_prepare
+from payments.models import Asset
+from payments.quotes import QuoteError
+from shop.extensions import extension_open, extension_refusal
+from shop.models import Extension, Order, order_total_usd
+from shop.order_input import resolve_asset, resolve_duration
+from shop.orders import OrderInputError
+
+log = logging.getLogger(__name__)
+
+
+class ExtensionRefused(Exception):
+    """The order cannot be extended now (not active, or its rental has ended); the message says why."""
+
+
+@dataclass(frozen=True)
+class ExtensionRequest:
+    duration_days: int
+    network: str = ""  # default: the order's first payment's
+    asset: str = ""
+
+
+def extension_asset(*, order: Order, request: ExtensionRequest) -> Asset:
+    """The asset asked for, among those offered now; by default the one the order was paid in."""
+    first = order.payment.asset
+    network = request.network or first.network.slug
+    symbol = request.asset or (first.symbol if network == first.network.slug else "")
+    return resolve_asset(network, symbol)
+
+
+def extension_create(*, order: Order, request: ExtensionRequest, now: dt.datetime | None = None) -> Extension:
+    """Open an extension of an active rental with its own payment request. Raises ExtensionRefused when the order
+    cannot be extended, OrderInputError on a bad duration or asset (nothing is stored then)."""
+    now = now or timezone.now()
+    if refusal := extension_refusal(order=order, now=now):  # before any quote: no RPC for a refused request
+        raise ExtensionRefused(refusal)
+    duration = resolve_duration(request.duration_days)
+    asset = extension_asset(order=order, request=request)
+    total = order_total_usd(lots=order.lots, price_per_lot_usd=duration.price_per_lot_usd)
+    try:
+        quote = quote_prepare(asset=asset, amount_usd=total)  # network I/O, before any lock is taken
+    except QuoteError as exc:
+        raise OrderInputError("asset", str(exc)) from None
+    with transaction.atomic():
+        locked = Order.objects.select_for_update().get(pk=order.pk)
+        if refusal := extension_refusal(order=locked, now=now):  # the rental may have ended meanwhile
+            raise ExtensionRefused(refusal)
+        extension = extension_open(
+            order=locked, duration_days=duration.days, price_per_lot_usd=duration.price_per_lot_usd,
+            total_usd=total, now=now,
+        )
+        payment_request_open(order=locked, quote=quote, now=now, extension=extension)
+    log.info("order %s: extension %s opened, %s days, %s USD", order.reference, extension.pk, duration.days, total)
+    return extension

@@ -1,0 +1,226 @@
+"""Extensions of an active rental: their status table, their one writer, and what applying one does.
+
+An extension buys more days for an order that is `active`, with a payment request of its own (opened by
+`shop.extension_placement`, above both the order domain and payments). Its payment's outcome reaches it
+through the one door, `shop.payment_outcome.order_payment_outcome(extension_id=...)`, which applies
+EXTENSION_PAYMENT_OUTCOMES here. Once paid while the rental still runs it is `applied`: the rental's end moves
+by its days in the same transaction, and the node's key backstop, the reminders and a new signed manifest
+follow through the job outbox. Paid after the rental ended, it goes to a reviewer and its money is due back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from config.jobs.outbox import job_enqueue
+from provisioning.models import AccessGrant
+from shop.models import Extension, ExtensionEvent, ExtensionStatus, Order, OrderStatus
+from shop.orders import order_note
+from shop.outbox import email_enqueue
+
+log = logging.getLogger(__name__)
+E = ExtensionStatus
+EXTENSION_APPLIED_ON_NODES = "provisioning.tasks.access_extend_task"
+
+# Allowed next statuses. An extension waits for its money (reported or not), goes to a reviewer on an
+# exception, expires with its payment window (or a reviewer's rejection), and is applied once paid. Applied is
+# final: the days were given (a reorg after that is noted on the order for staff).
+EXTENSION_TRANSITIONS: dict[str, frozenset[str]] = {
+    E.AWAITING_PAYMENT: frozenset({E.PAYMENT_REPORTED, E.NEEDS_REVIEW, E.APPLIED, E.EXPIRED}),
+    E.PAYMENT_REPORTED: frozenset({E.AWAITING_PAYMENT, E.NEEDS_REVIEW, E.APPLIED, E.EXPIRED}),
+    E.NEEDS_REVIEW: frozenset({E.AWAITING_PAYMENT, E.APPLIED, E.EXPIRED}),
+    # Money seen after the window: a reviewer looks (or it was paid in time and seen late: applied).
+    E.EXPIRED: frozenset({E.NEEDS_REVIEW, E.APPLIED}),
+    E.APPLIED: frozenset(),
+}
+# Extensions whose payment window still runs.
+OPEN_STATUSES = (E.AWAITING_PAYMENT, E.PAYMENT_REPORTED)
+
+
+class ExtensionTransitionNotAllowed(Exception):
+    pass
+
+
+def extension_transition(
+    *, extension: Extension, to: str, actor: str, reason: str, now: dt.datetime | None = None
+) -> bool:
+    """Validate against the table, save the status alone, record who/when/from/to/why; True if it moved.
+    A non-change is a no-op. The caller holds the order's row lock (extensions move under their order)."""
+    if to == extension.status:
+        return False
+    if to not in EXTENSION_TRANSITIONS[extension.status]:
+        raise ExtensionTransitionNotAllowed(f"extension {extension.pk}: {extension.status} -> {to} is not allowed")
+    assert transaction.get_connection().in_atomic_block, "extension_transition needs the caller's transaction"
+    from_status = extension.status
+    extension.status = to
+    extension.save(update_fields=["status"])
+    ExtensionEvent.objects.create(
+        extension=extension, created_at=now or timezone.now(), from_status=from_status, to_status=to, actor=actor,
+        reason=reason,
+    )
+    return True
+
+
+def extension_refusal(*, order: Order, now: dt.datetime) -> str:
+    """Why this order cannot be extended now ("" when it can): only a rental that runs."""
+    if order.status != OrderStatus.ACTIVE or order.ends_at is None:
+        return _("Only an active rental can be extended; this order is “%(status)s”.") % {
+            "status": order.get_status_display()
+        }
+    if order.ends_at <= now:
+        return _("This rental has ended: it can no longer be extended.")
+    return ""
+
+
+def extension_open(*, order: Order, duration_days: int, price_per_lot_usd, total_usd, now: dt.datetime) -> Extension:
+    """A new extension in its first state, with its first event row. The caller holds the order's row lock,
+    has checked `extension_refusal`, and opens its payment request in the same transaction."""
+    extension = Extension.objects.create(
+        order=order,
+        status=E.AWAITING_PAYMENT,
+        duration_days=duration_days,
+        price_per_lot_usd=price_per_lot_usd,
+        lots=order.lots,
+        total_usd=total_usd,
+        created_at=now,
+    )
+    ExtensionEvent.objects.create(
+        extension=extension, created_at=now, from_status="", to_status=E.AWAITING_PAYMENT, actor="customer",
+        reason=f"{duration_days} more days asked for",
+    )
+    return extension
+
+
+def extension_money_late(*, extension_id: int, now: dt.datetime) -> bool:
+    """Money for this extension cannot be used: it is not applied and its rental is over (or no longer runs)."""
+    extension = Extension.objects.select_related("order").get(pk=extension_id)
+    if extension.status == E.APPLIED:
+        return False
+    order = extension.order
+    return order.status != OrderStatus.ACTIVE or order.ends_at is None or order.ends_at <= now
+
+
+def extension_apply(*, extension: Extension, order: Order, actor: str, reason: str, now: dt.datetime) -> None:
+    """Paid while the rental runs: its end moves by the extension's days, here and on the order's grants, in the
+    caller's transaction (the order's row lock held); the node's backstop, the reminders and the manifest follow
+    through the job outbox; the customer is emailed."""
+    before = order.ends_at
+    after = before + dt.timedelta(days=extension.duration_days)
+    extension_transition(extension=extension, to=E.APPLIED, actor=actor, reason=reason, now=now)
+    extension.applied_at, extension.ends_at_before, extension.ends_at_after = now, before, after
+    extension.save(update_fields=["applied_at", "ends_at_before", "ends_at_after"])
+    order.ends_at = after
+    order.save(update_fields=["ends_at"])
+    # The grants end with the rental; the reminders are planned again from the new end (none was sent for it).
+    AccessGrant.objects.live().filter(order=order).update(ends_at=after, reminders_sent=[])
+    order_note(order=order, actor=actor, reason=f"rental extended by {extension.duration_days} days", now=now)
+    job_enqueue(EXTENSION_APPLIED_ON_NODES, extension_id=extension.pk)
+    email_enqueue(order_id=order.pk, name="extension_applied", params={"extension_id": extension.pk})
+    log.info("order %s: extended by %s days to %s", order.reference, extension.duration_days, after)
+
+
+class ExtensionOutcome:
+    """What payments tell an extension (the same outcomes as an order's: shop.payment_outcome)."""
+
+    PAID = "paid"
+    NEEDS_REVIEW = "needs_review"
+    HOLD = "hold"
+    UNPAID = "unpaid"
+    REJECTED = "rejected"
+    REPORTED = "reported"
+
+
+@dataclass(frozen=True)
+class ExtensionRule:
+    target: str | None  # None: nothing moves (the full amount is seen, not final yet)
+    moves_from: frozenset[str]
+    stays_in: frozenset[str] = frozenset()
+
+
+_X = ExtensionOutcome
+# Each payment outcome: the extension status it leads to, and from where. Every move is in EXTENSION_TRANSITIONS.
+# PAID becomes NEEDS_REVIEW instead when the rental no longer runs (extension_payment_outcome).
+EXTENSION_PAYMENT_OUTCOMES: dict[str, ExtensionRule] = {
+    _X.PAID: ExtensionRule(
+        target=E.APPLIED,
+        moves_from=frozenset({E.AWAITING_PAYMENT, E.PAYMENT_REPORTED, E.NEEDS_REVIEW, E.EXPIRED}),
+        stays_in=frozenset({E.APPLIED}),
+    ),
+    _X.NEEDS_REVIEW: ExtensionRule(
+        target=E.NEEDS_REVIEW,
+        moves_from=frozenset({E.AWAITING_PAYMENT, E.PAYMENT_REPORTED, E.EXPIRED}),
+        stays_in=frozenset({E.NEEDS_REVIEW}),
+    ),
+    _X.HOLD: ExtensionRule(target=None, moves_from=frozenset()),
+    _X.UNPAID: ExtensionRule(
+        target=E.AWAITING_PAYMENT,
+        moves_from=frozenset({E.NEEDS_REVIEW}),
+        stays_in=frozenset({E.AWAITING_PAYMENT, E.PAYMENT_REPORTED, E.EXPIRED}),
+    ),
+    _X.REPORTED: ExtensionRule(
+        target=E.PAYMENT_REPORTED,
+        moves_from=frozenset({E.AWAITING_PAYMENT}),
+        stays_in=frozenset(E.values) - {E.AWAITING_PAYMENT},  # once is enough; later presses change nothing
+    ),
+    _X.REJECTED: ExtensionRule(
+        target=E.EXPIRED,
+        moves_from=frozenset({E.AWAITING_PAYMENT, E.PAYMENT_REPORTED, E.NEEDS_REVIEW}),
+        stays_in=frozenset({E.EXPIRED}),
+    ),
+}
+
+
+def extension_payment_outcome(
+    *, extension_id: int, outcome: str, reason: str, actor: str, now: dt.datetime
+) -> Extension:
+    """Apply EXTENSION_PAYMENT_OUTCOMES. Runs inside the payment's transaction (lock order: payment, order)."""
+    extension = Extension.objects.get(pk=extension_id)
+    order = Order.objects.select_for_update().get(pk=extension.order_id)
+    extension.refresh_from_db()  # under the order's lock
+    rule = EXTENSION_PAYMENT_OUTCOMES[outcome]
+    if rule.target is None or extension.status in rule.stays_in - rule.moves_from:
+        return extension
+    if extension.status not in rule.moves_from:
+        # e.g. a reorg took the money of an applied extension: staff see it on the order, nothing moves.
+        order_note(order=order, actor=actor, reason=f"extension {extension.pk}: {outcome} ignored: {reason}", now=now)
+        log.warning("extension %s: payment outcome %s ignored in status %s", extension.pk, outcome, extension.status)
+        return extension
+    if rule.target == E.APPLIED:
+        refusal = extension_refusal(order=order, now=now)
+        if refusal:
+            why = f"{reason}; paid after the rental ended: the money is due back"
+            extension_transition(extension=extension, to=E.NEEDS_REVIEW, actor=actor, reason=why, now=now)
+            return extension
+        extension_apply(extension=extension, order=order, actor=actor, reason=reason, now=now)
+        return extension
+    extension_transition(extension=extension, to=rule.target, actor=actor, reason=reason, now=now)
+    return extension
+
+
+def extensions_expire_overdue(*, now: dt.datetime | None = None) -> int:
+    """Extensions still waiting when their payment window ended expire (money seen in full waits for its
+    confirmations: its payment is `detected`). Idempotent; run by beat with the orders' expiry."""
+    now = now or timezone.now()
+    overdue = (
+        Extension.objects.filter(status__in=OPEN_STATUSES, payment__expires_at__lte=now)
+        .exclude(payment__status="detected", payment__received_base_units__gte=F("payment__amount_base_units"))
+        .values_list("pk", "order_id")
+    )
+    count = 0
+    for extension_id, order_id in overdue:
+        with transaction.atomic():
+            Order.objects.select_for_update().get(pk=order_id)
+            extension = Extension.objects.get(pk=extension_id)
+            if extension.status in OPEN_STATUSES:
+                extension_transition(
+                    extension=extension, to=E.EXPIRED, actor="system", reason="payment window ended", now=now
+                )
+                count += 1
+    return count

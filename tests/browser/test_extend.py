@@ -1,0 +1,100 @@
+"""Extending an active rental in a real browser (Chromium), in Spanish: the order page's "Extend" form opens an
+extension with its own payment panel, the customer pays it and presses "I have paid", and once the transfer is
+final the page shows the new end. The pages are checked by axe-core and the Nu HTML checker."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.core.management import call_command
+from django.db import transaction
+from django.test import Client
+from django.utils import timezone
+
+from tests.browser.checks import vnu_errors, vnu_missing
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+
+def active_order(shop, order_payload) -> dict:
+    """A USDC order placed through the API, paid on the local chain, and handed over (its rental running)."""
+    from payments.devnet import devnet_pay
+    from payments.models import PaymentRequest
+    from payments.networks import rpc_client
+    from shop.models import Order
+    from shop.orders import order_transition
+
+    answer = Client().post(
+        "/api/v1/orders/",
+        {**order_payload, "asset": "USDC", "ssh_public_key": shop.customer_public_key},
+        content_type="application/json",
+    )
+    assert answer.status_code == 201, answer.content
+    placed = answer.json()
+    payment = PaymentRequest.objects.get(order__reference=placed["reference"], extension=None)
+    devnet_pay(client=rpc_client(payment.asset.network), payment=payment)
+    shop.anvil.mine(2)
+    call_command("scan_payments")
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(reference=placed["reference"])
+        order_transition(order=order, to="preparing", actor="operator", reason="prepare")
+        now = timezone.now()
+        order.active_since, order.ends_at = now, now + dt.timedelta(days=order.duration_days)
+        order.save(update_fields=["active_since", "ends_at"])
+        order_transition(order=order, to="active", actor="system", reason="every node passed its preflight")
+    return placed
+
+
+def test_a_customer_extends_an_active_rental_from_the_order_page_and_pays_it(
+    open_context, page_checks, shop, order_payload
+):
+    from payments.devnet import devnet_pay
+    from payments.networks import rpc_client
+    from shop.models import Extension, Order
+
+    placed = active_order(shop, order_payload)
+    ends_before = Order.objects.get(reference=placed["reference"]).ends_at
+    page = open_context("es").new_page()
+    try:
+        # Given the customer's page of an active rental, with its "Extend" form
+        page.goto(placed["status_url"].split("://", 1)[1].split("/", 1)[1].join(["/", ""]))
+        form = page.locator("form.extend-form")
+        form.wait_for()
+        page_checks(page, "es-extend-01-form")
+
+        # When they ask for 3 more days in USDC
+        form.locator("input[name=duration_days][value='3']").check()
+        form.locator("select[name=payment_option]").select_option("local:USDC")
+        with page.expect_navigation():
+            form.locator("button[type=submit]").click()
+
+        # Then the page shows the extension's own payment panel: a new address, the exact amount
+        extension = Extension.objects.get()
+        payment = extension.payment
+        panel = page.locator(f"#extension-{extension.pk}")
+        panel.wait_for()
+        assert page.locator(f"#ext-{extension.pk}-address").input_value() == payment.address
+        assert page.locator(f"#ext-{extension.pk}-amount").input_value() == str(payment.amount)
+        assert payment.address != placed["payment"]["address"]
+        page_checks(page, "es-extend-02-payment")
+
+        # When they pay it and press "I have paid" with the hash
+        tx_hash = devnet_pay(client=rpc_client(payment.asset.network), payment=payment)
+        page.locator("#id_tx_hash").fill(tx_hash)
+        with page.expect_navigation():
+            page.locator("form.paid-form button[type=submit]").click()
+        shop.anvil.mine(2)
+        call_command("scan_payments")
+        page.reload()
+
+        # Then the extension is applied and the rental ends 3 days later
+        panel.locator(".status--applied").wait_for()
+        assert Order.objects.get(reference=placed["reference"]).ends_at == ends_before + dt.timedelta(days=3)
+        page_checks(page, "es-extend-03-applied")
+    except Exception:
+        page_checks.failure(page, "es-extend-failure")
+        raise
+    assert not page_checks.axe_findings, page_checks.axe_findings
+    vnu_missing()
+    assert not vnu_errors(page_checks.pages), vnu_errors(page_checks.pages)
