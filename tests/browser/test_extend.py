@@ -1,4 +1,4 @@
-"""Extending an active rental in a real browser (Chromium), in Spanish: the order page's "Extend" form opens an
+"""Extending an active rental in a real browser (Chromium), in English, Spanish and French: the order page's "Extend" form opens an
 extension with its own payment panel, the customer pays it and presses "I have paid", and once the transfer is
 final the page shows the new end. The pages are checked by axe-core and the Nu HTML checker."""
 
@@ -46,8 +46,9 @@ def active_order(shop, order_payload) -> dict:
     return placed
 
 
+@pytest.mark.parametrize("language", ["en", "es", "fr"])
 def test_a_customer_extends_an_active_rental_from_the_order_page_and_pays_it(
-    open_context, page_checks, shop, order_payload
+    open_context, page_checks, shop, order_payload, language
 ):
     from payments.devnet import devnet_pay
     from payments.networks import rpc_client
@@ -55,13 +56,13 @@ def test_a_customer_extends_an_active_rental_from_the_order_page_and_pays_it(
 
     placed = active_order(shop, order_payload)
     ends_before = Order.objects.get(reference=placed["reference"]).ends_at
-    page = open_context("es").new_page()
+    page = open_context(language).new_page()
     try:
         # Given the customer's page of an active rental, with its "Extend" form
-        page.goto(placed["status_url"].split("://", 1)[1].split("/", 1)[1].join(["/", ""]))
+        page.goto("/" + placed["status_url"].split("://", 1)[1].split("/", 1)[1])
         form = page.locator("form.extend-form")
         form.wait_for()
-        page_checks(page, "es-extend-01-form")
+        page_checks(page, f"{language}-extend-01-form")
 
         # When they ask for 3 more days in USDC
         form.locator("input[name=duration_days][value='3']").check()
@@ -77,7 +78,7 @@ def test_a_customer_extends_an_active_rental_from_the_order_page_and_pays_it(
         assert page.locator(f"#ext-{extension.pk}-address").input_value() == payment.address
         assert page.locator(f"#ext-{extension.pk}-amount").input_value() == str(payment.amount)
         assert payment.address != placed["payment"]["address"]
-        page_checks(page, "es-extend-02-payment")
+        page_checks(page, f"{language}-extend-02-payment")
 
         # When they pay it and press "I have paid" with the hash
         tx_hash = devnet_pay(client=rpc_client(payment.asset.network), payment=payment)
@@ -91,9 +92,9 @@ def test_a_customer_extends_an_active_rental_from_the_order_page_and_pays_it(
         # Then the extension is applied and the rental ends 3 days later
         panel.locator(".status--applied").wait_for()
         assert Order.objects.get(reference=placed["reference"]).ends_at == ends_before + dt.timedelta(days=3)
-        page_checks(page, "es-extend-03-applied")
+        page_checks(page, f"{language}-extend-03-applied")
     except Exception:
-        page_checks.failure(page, "es-extend-failure")
+        page_checks.failure(page, f"{language}-extend-failure")
         raise
     assert not page_checks.axe_findings, page_checks.axe_findings
     vnu_missing()
