@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db import transaction
-
+from config.transition_event import status_move
 from payments.models import PaymentEvent, PaymentRequest, PaymentStatus
 
 P = PaymentStatus
@@ -48,18 +47,10 @@ def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: 
 
     A non-change is a no-op (False, no event row): the verifier recomputes a payment as often as it likes.
     The caller holds the payment's row lock, in the transaction the event row joins."""
-    if to == payment.status:
-        return False
-    if to not in PAYMENT_TRANSITIONS[payment.status]:
-        raise PaymentTransitionNotAllowed(f"payment {payment.pk}: {payment.status} -> {to} is not allowed")
-    assert transaction.get_connection().in_atomic_block, "payment_transition needs the caller's transaction"
-    from_status = payment.status
-    payment.status = to
-    payment.save(update_fields=["status"])
-    PaymentEvent.objects.create(
-        payment=payment, created_at=now, from_status=from_status, to_status=to, actor=actor, reason=reason
+    return status_move(
+        row=payment, to=to, table=PAYMENT_TRANSITIONS, event_model=PaymentEvent, link="payment",
+        actor=actor, reason=reason, now=now, not_allowed=PaymentTransitionNotAllowed,
     )
-    return True
 
 
 def payment_note(*, payment: PaymentRequest, actor: str, reason: str, now: dt.datetime) -> None:

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from config.transition_event import status_move
 from payments.fields import format_units
 from payments.lifecycle import payment_note
 from payments.models import (
@@ -58,19 +59,10 @@ class RefundTransitionNotAllowed(Exception):
 def refund_transition(*, refund: Refund, to: str, actor: str, reason: str, now: dt.datetime | None = None) -> bool:
     """Validate against the table, save the status alone, record who/when/from/to/why; True if it moved.
     A non-change is a no-op. The caller holds the refund's (or its payment's) row lock."""
-    if to == refund.status:
-        return False
-    if to not in REFUND_TRANSITIONS[refund.status]:
-        raise RefundTransitionNotAllowed(f"refund {refund.pk}: {refund.status} -> {to} is not allowed")
-    assert transaction.get_connection().in_atomic_block, "refund_transition needs the caller's transaction"
-    from_status = refund.status
-    refund.status = to
-    refund.save(update_fields=["status"])
-    RefundEvent.objects.create(
-        refund=refund, created_at=now or timezone.now(), from_status=from_status, to_status=to, actor=actor,
-        reason=reason,
+    return status_move(
+        row=refund, to=to, table=REFUND_TRANSITIONS, event_model=RefundEvent, link="refund",
+        actor=actor, reason=reason, now=now, not_allowed=RefundTransitionNotAllowed,
     )
-    return True
 
 
 def _reason(payment: PaymentRequest, entry: dict) -> str:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from config.jobs.outbox import job_enqueue
+from config.transition_event import status_move
 from provisioning.models import AccessGrant
 from shop.models import Extension, ExtensionEvent, ExtensionStatus, Order, OrderStatus
 from shop.orders import order_note
@@ -53,19 +54,10 @@ def extension_transition(
 ) -> bool:
     """Validate against the table, save the status alone, record who/when/from/to/why; True if it moved.
     A non-change is a no-op. The caller holds the order's row lock (extensions move under their order)."""
-    if to == extension.status:
-        return False
-    if to not in EXTENSION_TRANSITIONS[extension.status]:
-        raise ExtensionTransitionNotAllowed(f"extension {extension.pk}: {extension.status} -> {to} is not allowed")
-    assert transaction.get_connection().in_atomic_block, "extension_transition needs the caller's transaction"
-    from_status = extension.status
-    extension.status = to
-    extension.save(update_fields=["status"])
-    ExtensionEvent.objects.create(
-        extension=extension, created_at=now or timezone.now(), from_status=from_status, to_status=to, actor=actor,
-        reason=reason,
+    return status_move(
+        row=extension, to=to, table=EXTENSION_TRANSITIONS, event_model=ExtensionEvent, link="extension",
+        actor=actor, reason=reason, now=now, not_allowed=ExtensionTransitionNotAllowed,
     )
-    return True
 
 
 def extension_refusal(*, order: Order, now: dt.datetime) -> str:

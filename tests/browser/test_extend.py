@@ -1,6 +1,6 @@
-"""Extending an active rental in a real browser (Chromium), in English, Spanish and French: the order page's "Extend" form opens an
-extension with its own payment panel, the customer pays it and presses "I have paid", and once the transfer is
-final the page shows the new end. The pages are checked by axe-core and the Nu HTML checker."""
+"""Extending an active rental in a real browser (Chromium), in English, Spanish and French: the order page's
+"Extend" form opens an extension with its own payment panel, the customer pays it and presses "I have paid",
+and once the transfer is final the page shows the new end. The pages are checked by axe-core and the Nu HTML checker."""
 
 from __future__ import annotations
 
