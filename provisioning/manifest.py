@@ -79,6 +79,20 @@ def manifest_verify(body: dict[str, Any], signature_b64: str, public_b64: str) -
     return True
 
 
+def _credits(payment: PaymentRequest) -> list[dict[str, Any]]:
+    """The on-chain transfers that paid a payment request, in chain order: each a proof anyone can look up."""
+    return [
+        {
+            "tx_hash": c.tx_hash,
+            "log_index": c.log_index,
+            "block_number": c.block_number,
+            "block_hash": c.block_hash,
+            "amount_base_units": str(int(c.amount_base_units)),
+        }
+        for c in payment.credits.counted().order_by("block_number", "log_index")
+    ]
+
+
 def _extensions_evidence(order: Order) -> list[dict[str, Any]]:
     """Each applied extension and the payment that bought it (in revisions signed after an extension)."""
     applied = order.extensions.filter(status=ExtensionStatus.APPLIED).select_related("payment__asset")
@@ -93,16 +107,7 @@ def _extensions_evidence(order: Order) -> list[dict[str, Any]]:
             "contract": extension.payment.contract,
             "address": extension.payment.address,
             "amount_base_units": str(int(extension.payment.amount_base_units)),
-            "credits": [
-                {
-                    "tx_hash": c.tx_hash,
-                    "log_index": c.log_index,
-                    "block_number": c.block_number,
-                    "block_hash": c.block_hash,
-                    "amount_base_units": str(int(c.amount_base_units)),
-                }
-                for c in extension.payment.credits.counted().order_by("block_number", "log_index")
-            ],
+            "credits": _credits(extension.payment),
         }
         for extension in applied
     ]
@@ -110,8 +115,6 @@ def _extensions_evidence(order: Order) -> list[dict[str, Any]]:
 
 def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> dict[str, Any]:
     payment: PaymentRequest = order.payment
-    paying = payment.credits.counted()
-    credits = paying.order_by("block_number", "log_index")
     by_node = {grant.node_id: grant for grant in grants}
     return {
         "manifest_version": 2,
@@ -129,16 +132,7 @@ def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessG
             "address": payment.address,
             "amount_base_units": str(int(payment.amount_base_units)),
             "received_base_units": str(int(payment.received_base_units)),
-            "credits": [
-                {
-                    "tx_hash": c.tx_hash,
-                    "log_index": c.log_index,
-                    "block_number": c.block_number,
-                    "block_hash": c.block_hash,
-                    "amount_base_units": str(int(c.amount_base_units)),
-                }
-                for c in credits
-            ],
+            "credits": _credits(payment),
         },
         "preflight_bundle_sha256": node_bundle_sha256(),
         "nodes": [
