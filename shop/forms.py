@@ -100,19 +100,23 @@ class ContactForm(InputCheckMixin, forms.Form):
         return cleaned
 
 
+def _offer_payment_options(field: forms.ChoiceField, networks: list[Network]) -> None:
+    """Each offered asset on each network as a choice `<network>:<symbol>`, for the order's payment and an
+    extension's alike."""
+    field.choices = [
+        (f"{network.slug}:{asset.symbol}", f"{asset.symbol} · {network.name}")
+        for network in networks
+        for asset in network.offered_assets
+    ]
+    field.error_messages["invalid_choice"] = _("Choose one of the listed assets and networks.")
+
+
 class PaymentForm(InputCheckMixin, forms.Form):
     payment_option = forms.ChoiceField(label=_("Asset and network"), widget=forms.RadioSelect)
 
     def __init__(self, *args, networks: list[Network], **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["payment_option"].choices = [
-            (f"{network.slug}:{asset.symbol}", f"{asset.symbol} · {network.name}")
-            for network in networks
-            for asset in network.offered_assets
-        ]
-        self.fields["payment_option"].error_messages["invalid_choice"] = _(
-            "Choose one of the listed assets and networks."
-        )
+        _offer_payment_options(self.fields["payment_option"], networks)
 
     def clean_payment_option(self) -> str:
         option = self.cleaned_data["payment_option"]
@@ -133,14 +137,7 @@ class ExtendForm(InputCheckMixin, forms.Form):
             (d.days, _("%(days)s days, %(usd)s USD per lot") % {"days": d.days, "usd": d.price_per_lot_usd})
             for d in durations
         ]
-        self.fields["payment_option"].choices = [
-            (f"{network.slug}:{asset.symbol}", f"{asset.symbol} · {network.name}")
-            for network in networks
-            for asset in network.offered_assets
-        ]
-        self.fields["payment_option"].error_messages["invalid_choice"] = _(
-            "Choose one of the listed assets and networks."
-        )
+        _offer_payment_options(self.fields["payment_option"], networks)
 
 
 class PaidForm(forms.Form):

@@ -98,6 +98,13 @@ def on_the_gpus(driver) -> list[str]:
     return result.stdout.splitlines()
 
 
+
+def make_read_only(operator_driver, folder: str) -> None:
+    """Mount the folder read-only over itself: what it holds can no longer be removed, as on a node whose
+    tenant left files under a read-only mount."""
+    remount = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"
+    assert operator_driver.run(["sh", "-c", remount], timeout=30).exit_code == 0
+
 def test_the_end_of_rental_leaves_nothing_of_the_tenant_and_its_uid_is_never_handed_out_again(
     access, sshd, operator_driver, account, make_ssh_key, gpus
 ):
@@ -153,8 +160,7 @@ def test_a_file_that_cannot_be_removed_fails_the_revocation_and_a_rerun_complete
     with login(sshd, account, key) as session:
         planted = session.run(["sh", "-c", f"mkdir {stuck} && echo data > {stuck}/data"], timeout=30)
     assert planted.exit_code == 0, planted.stderr
-    read_only = f"mount --bind {stuck} {stuck} && mount -o remount,bind,ro {stuck}"
-    assert operator_driver.run(["sh", "-c", read_only], timeout=30).exit_code == 0
+    make_read_only(operator_driver, stuck)
     try:
         # When access is revoked
         failed = access.revoke(account, scratch=(SCRATCH,))
@@ -285,12 +291,7 @@ def test_a_revocation_cut_short_after_userdel_is_finished_by_the_next_one(
     with login(sshd, account, key) as session:
         planted = session.run(["sh", "-c", f"mkdir {stuck}; echo w > {stuck}/w; echo t > /tmp/{account}-t"], timeout=30)
     assert planted.exit_code == 0, planted.stderr
-    assert (
-        operator_driver.run(
-            ["sh", "-c", f"mount --bind {stuck} {stuck} && mount -o remount,bind,ro {stuck}"], timeout=30
-        ).exit_code
-        == 0
-    )
+    make_read_only(operator_driver, stuck)
     assert access.revoke(account, scratch=(SCRATCH,)).exit_code == 1
     operator_driver.run(["umount", stuck], timeout=30)
     subprocess.run(["userdel", "--prefix", str(sshd.sandbox), account], check=True, capture_output=True)

@@ -30,3 +30,12 @@ def order_steps(placed: dict) -> list[tuple[str, str, str]]:
 def payment_steps(placed: dict) -> list[tuple[str, str]]:
     """(from, to) of every recorded change of the payment's status, oldest first."""
     return [(e.from_status, e.to_status) for e in payment_of(placed).events.all()]
+
+
+def pay(chain, customer, scan_pass, *, short_by: int = 0) -> dict:
+    """An order paid in USDC, `short_by` base units short of its quote, final after one block and a scan."""
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) - short_by)
+    chain.mine(1)
+    scan_pass()
+    return placed

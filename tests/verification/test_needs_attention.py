@@ -18,7 +18,7 @@ from provisioning.states import node_state_set, nodes_transition
 from shop.models import Order, OrderEvent, OrderStatus
 from shop.orders import order_transition
 from tests.verification.deposit_keys import STRANGER, deposit_wallet, known_keys  # noqa: F401 - autouse fixture
-from tests.verification.helpers import order_of, payment_of, units
+from tests.verification.helpers import order_of, pay, payment_of, units
 from tests.verification.money_out import CUSTOMER_WALLET, decide, give_address, overpaid, staff
 
 S = OrderStatus
@@ -36,14 +36,6 @@ def attention(client) -> list[tuple[str, str, str]]:
 
 def backdate(model, hours: int, **filters) -> None:
     model.objects.filter(**filters).update(created_at=timezone.now() - dt.timedelta(hours=hours))
-
-
-def pay(chain, customer, scan_pass, *, short_by: int = 0) -> dict:
-    placed = customer.order()
-    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) - short_by)
-    chain.mine(1)
-    scan_pass()
-    return placed
 
 
 def test_everything_waiting_on_a_person_is_listed_oldest_first_and_leaves_once_handled(

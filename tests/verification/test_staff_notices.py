@@ -18,7 +18,7 @@ from config.jobs.models import Job
 from config.jobs.outbox import jobs_send_due
 from shop.models import OrderStatus
 from tests.verification.deposit_keys import STRANGER, deposit_wallet, known_keys  # noqa: F401 - autouse fixture
-from tests.verification.helpers import order_of, payment_of, units
+from tests.verification.helpers import order_of, pay, payment_of, units
 
 OPS, REVIEW, TREASURY_DESK = "ops@example.org", "review@example.org", "treasury@example.org"
 WEBHOOK_TASK = "shop.tasks.staff_webhook_task"
@@ -33,14 +33,6 @@ def staff_with_email(db):
 
 def staff_mail(address: str) -> list:
     return [message for message in mail.outbox if address in message.to]
-
-
-def pay(chain, customer, scan_pass, *, short_by: int = 0) -> dict:
-    placed = customer.order()
-    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed) - short_by)
-    chain.mine(1)
-    scan_pass()
-    return placed
 
 
 class ChatHook:
