@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from config.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
 from config.api_fields import EmailTextField, SlugTextField, TextField
+from config.conditional import etag_matches, not_modified, validator_set
 from payments.notices import payment_notice_submit
 from shop.catalog import catalog_current
 from shop.extension_placement import ExtensionRefused, ExtensionRequest, extension_create
@@ -30,6 +31,7 @@ from shop.order_input import (
     resolve_network,
     resolve_preparation,
 )
+from shop.order_version import OrderVersion, order_read, order_version_read
 from shop.order_view import extension_representation, order_representation
 from shop.orders import OrderInputError, order_for_token
 from shop.placement import order_create
@@ -272,7 +274,8 @@ class OrderCreateApi(APIView):
             placed = order_create(request=data.validated_data["order_request"])
         except OrderInputError as exc:
             return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
-        body = order_representation(placed.order, token=placed.access_token, request=request)
+        version = OrderVersion.of_new_order(placed.order)
+        body = order_representation(placed.order, token=placed.access_token, request=request, version=version)
         return Response(OrderOutput(body).data, status=status.HTTP_201_CREATED)
 
 
@@ -288,21 +291,32 @@ class PaidOutput(serializers.Serializer):
 
 
 TOKEN_HEADER = OpenApiParameter("X-Order-Token", str, OpenApiParameter.HEADER, required=True)
+IF_NONE_MATCH = OpenApiParameter(
+    "If-None-Match",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="The ETag of the last answer: 304 with no body while nothing shown has changed",
+)
 
 
 class OrderDetailApi(APIView):
     @extend_schema(
-        parameters=[TOKEN_HEADER],
-        responses={200: OrderOutput, 404: NOT_FOUND, 429: RATE_LIMITED},
-        summary="Read an order with its token",
+        parameters=[TOKEN_HEADER, IF_NONE_MATCH],
+        responses={200: OrderOutput, 304: None, 404: NOT_FOUND, 429: RATE_LIMITED},
+        summary="Read an order with its token (conditional: ETag, If-None-Match)",
     )
     def get(self, request: Request, reference: str) -> Response:
         token = request.headers.get("X-Order-Token")
-        order = order_for_token(reference=reference, token=token)
-        if order is None:
+        version = order_version_read(reference=reference, token=token)
+        if version is None:  # the token is checked first: a guessed ETag tells a stranger nothing
             raise Http404
-        body = order_representation(order, token=token, request=request)
-        return Response(OrderOutput(body).data)
+        etag = version.etag("api", get_language())
+        if etag_matches(request, etag):
+            return not_modified(etag)
+        order = order_read(version)
+        body = order_representation(order, token=token, request=request, version=version)
+        return validator_set(Response(OrderOutput(body).data), etag)
 
 
 class OrderPaidApi(APIView):

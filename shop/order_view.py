@@ -14,19 +14,26 @@ from payments.quotes import eip681_uri, format_units
 from payments.refunds import CHANGEABLE
 from shop.models import Extension, Order, OrderStatus
 from shop.order_links import order_status_path
+from shop.order_version import OrderVersion
 
 # While the payment can still move by itself, the order page refreshes itself.
 LIVE_PAYMENT_STATUSES = (PaymentStatus.PENDING, PaymentStatus.DETECTED)
 
 
-def payment_representation(order: Order) -> dict[str, Any]:
-    """The order's first payment."""
-    return payment_fields(order.payment, notices=_notices_count(order))
+def payment_representation(order: Order, version: OrderVersion) -> dict[str, Any]:
+    """The order's first payment, its notices and transactions as the version query found them."""
+    payment = order.payment
+    return payment_fields(
+        payment, notices=version.notices.get(payment.pk, 0), tx_hashes=version.tx_hashes.get(payment.pk, [])
+    )
 
 
-def payment_fields(payment: PaymentRequest, *, notices: int) -> dict[str, Any]:
-    """One payment request (the order's first, or an extension's), as the customer sees it."""
+def payment_fields(payment: PaymentRequest, *, notices: int, tx_hashes: list[str] | None = None) -> dict[str, Any]:
+    """One payment request (the order's first, or an extension's), as the customer sees it. Without
+    `tx_hashes`, the counted transfers are read from its (prefetched) credits."""
     asset = payment.asset
+    if tx_hashes is None:
+        tx_hashes = sorted({credit.tx_hash for credit in payment.credits.all() if credit.counted})
     return {
         "network": asset.network.slug,
         "network_name": asset.network.name,
@@ -60,7 +67,7 @@ def payment_fields(payment: PaymentRequest, *, notices: int) -> dict[str, Any]:
             max(0, int(payment.amount_base_units) - int(payment.received_base_units)), payment.decimals
         ),
         "refunds_due": [_refund_due(entry) for entry in payment.refunds_due],
-        "tx_hashes": sorted({credit.tx_hash for credit in payment.credits.all() if credit.counted}),
+        "tx_hashes": tx_hashes,
         "notices": notices,
         "watching": payment.status in LIVE_PAYMENT_STATUSES,
     }
@@ -92,14 +99,11 @@ def refund_representation(refund: Refund) -> dict[str, Any]:
     }
 
 
-def _notices_count(order: Order) -> int:
-    """Counted in the order's own query where it was read with its token (shop.orders.order_for_token)."""
-    if hasattr(order, "payment_notices"):
-        return order.payment_notices or 0  # the subquery gives NULL when there is none
-    return order.payment.notices.count()
-
-
-def order_representation(order: Order, *, token: str, request: HttpRequest) -> dict[str, Any]:
+def order_representation(
+    order: Order, *, token: str, request: HttpRequest, version: OrderVersion
+) -> dict[str, Any]:
+    """The body of the API and the data of the page. The version query already told which related rows exist,
+    so an order without refunds, extensions or access asks for none of them."""
     return {
         "reference": order.reference,
         "access_token": token,
@@ -116,20 +120,24 @@ def order_representation(order: Order, *, token: str, request: HttpRequest) -> d
         "hypothesis_kind": order.hypothesis_kind,
         "hypothesis": order.hypothesis_text,
         "created_at": order.created_at,
-        "payment": payment_representation(order),
+        "payment": payment_representation(order, version),
         # Every payment's: the first one's and each extension's.
         "refunds": [
             refund_representation(refund)
             for refund in Refund.objects.filter(payment__order=order).select_related("network")
-        ],
-        "extensions": extensions_representation(order),
-        "access": access_representation(order),
+        ]
+        if version.has("r")
+        else [],
+        "extensions": extensions_representation(order) if version.has("e") else [],
+        "access": access_representation(order) if version.has("g") else None,
         "manifest_url": (
             request.build_absolute_uri(order_status_path(order) + "manifest.json")
-            if order.status in (OrderStatus.ACTIVE, OrderStatus.ENDED) and hasattr(order, "manifest")
+            if order.status in (OrderStatus.ACTIVE, OrderStatus.ENDED) and version.has("m")
             else None
         ),
-        "preparation_progress": preparation_progress(order),
+        "preparation_progress": version.runs
+        if order.status in (OrderStatus.PREPARING, OrderStatus.PREPARATION_FAILED)
+        else [],
     }
 
 
@@ -181,12 +189,3 @@ def access_representation(order: Order) -> dict[str, Any] | None:
         for g in grants
     ]
     return {**nodes[0], "nodes": nodes}
-
-
-def preparation_progress(order: Order) -> list[dict[str, Any]]:
-    if order.status not in (OrderStatus.PREPARING, OrderStatus.PREPARATION_FAILED):
-        return []
-    return [
-        {"node": run.node.name, "status": run.status, "step": run.step, "progress": run.progress}
-        for run in order.preparation_runs.select_related("node").order_by("created_at")
-    ]

@@ -90,7 +90,7 @@ def order_open(*, now: dt.datetime, **fields: object) -> Order:
     return order
 
 
-def _token_opens(order: Order, token: str) -> bool:
+def order_token_opens(order: Order, token: str) -> bool:
     """Under the current key or one of SECRET_KEY_FALLBACKS: links emailed before a key rotation keep working.
     Every key is compared (in constant time), so the answer's timing says nothing about which one matched."""
     keys = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
@@ -114,7 +114,7 @@ def order_for_token(*, reference: str, token: str | None) -> Order | None:
     )
     if order is None or not token:
         return None
-    if not _token_opens(order, str(token)):
+    if not order_token_opens(order, str(token)):
         return None
     return order
 

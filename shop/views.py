@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 import segno
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -17,8 +18,9 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from config.conditional import etag_matches, not_modified, validator_set
 from payments.models import Refund
 from payments.networks import finality_description
 from payments.notices import payment_notice_submit
@@ -31,6 +33,7 @@ from shop.forms import ConfigureForm, ContactForm, ExtendForm, PaidForm, Payment
 from shop.models import HypothesisKind, Order, OrderStatus, order_total_usd
 from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
 from shop.order_links import order_status_path
+from shop.order_version import OrderVersion, order_read, order_version_read
 from shop.order_view import order_representation
 from shop.orders import OrderInputError, order_for_token
 from shop.placement import order_create
@@ -242,8 +245,10 @@ def _status_page(
     extend_form: ExtendForm | None = None,
     refund_error: tuple[int, str, str] | None = None,
     status: int = 200,
+    version: OrderVersion | None = None,
 ) -> HttpResponse:
-    view = order_representation(order, token=token, request=request)
+    version = version or order_version_read(reference=order.reference, token=token)
+    view = order_representation(order, token=token, request=request, version=version)
     qr_svg = payment_qr_svg(view["payment"]["uri"])
     open_extensions = [e for e in view["extensions"] if e["status"] in ("awaiting_payment", "payment_reported")]
     for extension in open_extensions:
@@ -271,9 +276,33 @@ def _status_page(
     return render(request, "shop/order_status.html", context, status=status)
 
 
+PAGE_VERSION_SECONDS = 60  # a kept page is used again for a minute at most: its clock and forms stay current
+
+
+def _page_variant(request: HttpRequest) -> str | None:
+    """What else the page depends on besides the order, or None when it must not be kept at all (a one-time
+    message is on it). The CSRF cookie: a kept page's forms carry tokens made from it."""
+    if len(messages.get_messages(request)):
+        return None
+    minute = int(timezone.now().timestamp()) // PAGE_VERSION_SECONDS
+    return f"{request.COOKIES.get(settings.CSRF_COOKIE_NAME, '')}:{minute}"
+
+
+@require_GET
 def order_status(request: HttpRequest, reference: str, token: str) -> HttpResponse:
-    """The secret link: the order and its payment request. A wrong token is a plain 404."""
-    return _status_page(request, _order_or_404(reference, token), token)
+    """The secret link: the order and its payment request. A wrong token is a plain 404.
+
+    Conditional: a browser that reloads the page (its no-script refresh, a reload) while nothing changed gets
+    a 304 for one query and no rendering."""
+    version = order_version_read(reference=reference, token=token)
+    if version is None:
+        raise Http404
+    variant = _page_variant(request)
+    etag = version.etag("page", get_language(), variant) if variant is not None else None
+    if etag is not None and etag_matches(request, etag):
+        return not_modified(etag)
+    response = _status_page(request, order_read(version), token, version=version)
+    return validator_set(response, etag) if etag is not None else response
 
 
 @require_POST
