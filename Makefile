@@ -46,9 +46,10 @@ test: $(VENV)/.test-deps node_modules/.deps messages
 	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
 
 # Benchmarks: each prints the figures the README quotes and writes them to bench/results/<name>.json.
-# About 5 minutes on 2 cores; needs PostgreSQL (DATABASE_URL or the local one) and Redis (CELERY_BROKER_URL).
+# About 8 minutes on 2 cores; needs PostgreSQL (DATABASE_URL or the local one) and Redis (CELERY_BROKER_URL).
 bench: $(VENV)/.test-deps node_modules/.deps
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/poll.py
 	$(BIN)/python bench/scan_rpc_calls.py --orders 1 100 1000 10000
 	$(BIN)/python bench/preflight_cpu.py
 

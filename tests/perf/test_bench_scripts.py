@@ -1,5 +1,7 @@
-"""The scan benchmark runs end to end at a small size, and what it measures holds: the same JSON-RPC calls
-for 1 and for 50 open orders, and every payment confirmed within the policy plus one scan interval."""
+"""The benchmarks run end to end at a small size, and what they measure holds. The scan's: the same JSON-RPC
+calls for 1 and for 50 open orders, and every payment confirmed within the policy plus one scan interval. The
+polling one's: both page scripts polled, the old one always for a full body, the new one answered 304 once
+the order API serves ETags (it does since conditional polling landed)."""
 
 from __future__ import annotations
 
@@ -28,3 +30,29 @@ def test_the_scan_benchmark_finds_flat_calls_and_detection_within_one_interval(t
     assert (few["logs"], few["calls"], few["http"]) == (many["logs"], many["calls"], many["http"])
     assert results["detection_within_policy_plus_one_interval"] is True
     assert [run["blocks_to_confirmed"] for run in results["detection_latency"]] != []
+
+
+def test_the_poll_benchmark_measures_both_scripts_and_the_new_one_gets_304s(tmp_path):
+    # Given a small run of bench/poll.py: 20 customers for 6 s each, its results written apart
+    env = clean_environment(BENCH_RESULTS_DIR=str(tmp_path))
+    command = [sys.executable, "bench/poll.py", "--customers", "20", "--duration", "6"]
+
+    # When it runs
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    # Then it prints its table, and both modes polled every customer's order and were served
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "| mode |" in done.stdout
+    results = json.loads((tmp_path / "poll.json").read_text())
+    assert results["cpu_count"] and results["date"]
+    before, after = results["modes"]["before"], results["modes"]["after"]
+    for mode in (before, after):
+        assert mode["customers"] == 20 and mode["unfinished_customers"] == 0
+        assert mode["requests"] >= 20 and mode["errors"] == 0
+        assert set(mode["statuses"]) <= {"200", "304"}, mode["statuses"]
+        assert mode["server_cpu_s"] > 0 and mode["workers_seen"] == 2 and mode["backends_seen"] >= 1
+        assert mode["trickle_passes"] >= 6
+    # the old script never asks conditionally; the new one does, and is answered 304 while nothing changed
+    assert before["if_none_match_sent"] == 0 and "304" not in before["statuses"]
+    assert results["etag_served"] is True
+    assert after["if_none_match_sent"] > 0 and after["statuses"].get("304", 0) > 0
