@@ -15,10 +15,12 @@ it moves a number the customer sees.
 from __future__ import annotations
 
 import hashlib
+import re
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from payments.models import Credit, Notice, PaymentRequest, Refund
 from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
@@ -32,7 +34,8 @@ REPRESENTATION_REVISION = "1"
 VERSION_SQL = """
 WITH o AS (SELECT id, access_nonce, status, updated_at, ends_at, active_since, personal_data_erased_at
            FROM {order} WHERE reference = %s),
-     pay AS (SELECT * FROM {payment} WHERE order_id = (SELECT id FROM o))
+     pay AS (SELECT id, extension_id, status, confirmations, received_base_units, expires_at, refunds_due,
+                    settled_at, reviewed_at, refund_decided_at FROM {payment} WHERE order_id = (SELECT id FROM o))
 SELECT 'o', CAST(id AS TEXT), access_nonce, status, CAST(updated_at AS TEXT), CAST(ends_at AS TEXT),
        CAST(active_since AS TEXT), CAST(personal_data_erased_at AS TEXT) FROM o
 UNION ALL SELECT 'p', CAST(id AS TEXT), CAST(extension_id AS TEXT), status, CAST(confirmations AS TEXT),
@@ -116,13 +119,46 @@ def order_version_read(*, reference: str, token: str | None) -> OrderVersion | N
     """The order's version if the token opens it; None for a wrong reference or token alike (no oracle)."""
     if not token:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(version_sql(), [str(reference).upper(), False])
-        rows = cursor.fetchall()
+    rows = _version_rows([str(reference).upper(), False])
     head = next((row for row in rows if row[0] == "o"), None)
     if head is None or not order_token_opens(Order(reference=str(reference).upper(), access_nonce=head[2]), token):
         return None
     return _version_of(rows)
+
+
+# On PostgreSQL the statement is prepared once per connection: planning its ten small parts cost three times
+# what running them does (about 1 ms against 0.3 ms here), on every poll.
+PREPARED_NAME = "shop_order_version"
+_prepared_on: weakref.WeakSet = weakref.WeakSet()  # the driver connections that hold it
+
+
+def _version_rows(params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        if connection.vendor != "postgresql":
+            cursor.execute(version_sql(), params)
+            return cursor.fetchall()
+        raw = connection.connection
+        if raw not in _prepared_on:
+            _prepare(cursor)
+            _prepared_on.add(raw)
+        try:
+            cursor.execute(f"EXECUTE {PREPARED_NAME}(%s, %s)", params)
+        except DatabaseError as exc:
+            # Gone from the session (a pooler's DISCARD ALL): prepare again, once, where no transaction is
+            # aborted by the error.
+            if getattr(exc.__cause__, "sqlstate", None) != "26000" or connection.in_atomic_block:
+                raise
+            _prepare(cursor)
+            cursor.execute(f"EXECUTE {PREPARED_NAME}(%s, %s)", params)
+        return cursor.fetchall()
+
+
+def _prepare(cursor) -> None:  # noqa: ANN001 - Django's cursor wrapper
+    numbered = iter(range(1, 3))
+    body = re.sub("%s", lambda _match: f"${next(numbered)}", version_sql())
+    cursor.execute("SELECT 1 FROM pg_prepared_statements WHERE name = %s", [PREPARED_NAME])
+    if cursor.fetchone() is None:  # a new connection, or one this process has not seen yet
+        cursor.execute(f"PREPARE {PREPARED_NAME}(text, boolean) AS {body}")
 
 
 def _version_of(rows: list[tuple]) -> OrderVersion:

@@ -21,6 +21,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from config.conditional import etag_matches, not_modified, validator_set
+from config.page_cache import page_kept, page_key
 from payments.models import Refund
 from payments.networks import finality_description
 from payments.notices import payment_notice_submit
@@ -246,6 +247,7 @@ def _status_page(
     refund_error: tuple[int, str, str] | None = None,
     status: int = 200,
     version: OrderVersion | None = None,
+    holes: dict | None = None,
 ) -> HttpResponse:
     version = version or order_version_read(reference=order.reference, token=token)
     view = order_representation(order, token=token, request=request, version=version)
@@ -272,20 +274,15 @@ def _status_page(
         "refresh_seconds": STATUS_REFRESH_SECONDS
         if view["payment"]["watching"] or order.status == OrderStatus.PREPARING
         else None,
+        "server_now": timezone.now().isoformat(),  # the countdown's clock; a kept page has a hole here
+        **(holes or {}),
     }
     return render(request, "shop/order_status.html", context, status=status)
 
 
-PAGE_VERSION_SECONDS = 60  # a kept page is used again for a minute at most: its clock and forms stay current
-
-
-def _page_variant(request: HttpRequest) -> str | None:
-    """What else the page depends on besides the order, or None when it must not be kept at all (a one-time
-    message is on it). The CSRF cookie: a kept page's forms carry tokens made from it."""
-    if len(messages.get_messages(request)):
-        return None
-    minute = int(timezone.now().timestamp()) // PAGE_VERSION_SECONDS
-    return f"{request.COOKIES.get(settings.CSRF_COOKIE_NAME, '')}:{minute}"
+# A page is the same for a minute at most, whatever else: what depends on the time (whether the rental can
+# still be extended) is at most this late, on a kept page as on one a browser keeps.
+PAGE_VERSION_SECONDS = 60
 
 
 @require_GET
@@ -293,16 +290,25 @@ def order_status(request: HttpRequest, reference: str, token: str) -> HttpRespon
     """The secret link: the order and its payment request. A wrong token is a plain 404.
 
     Conditional: a browser that reloads the page (its no-script refresh, a reload) while nothing changed gets
-    a 304 for one query and no rendering."""
+    a 304 for one query and no rendering; another visit while nothing changed is served from the kept page."""
     version = order_version_read(reference=reference, token=token)
     if version is None:
         raise Http404
-    variant = _page_variant(request)
-    etag = version.etag("page", get_language(), variant) if variant is not None else None
-    if etag is not None and etag_matches(request, etag):
+    if len(messages.get_messages(request)):  # a one-time message: rendered for this visit alone, never kept
+        return _status_page(request, order_read(version), token, version=version)
+    language, minute = get_language(), int(timezone.now().timestamp()) // PAGE_VERSION_SECONDS
+    # The browser's copy holds forms whose tokens come from its CSRF cookie: the same cookie, the same copy.
+    etag = version.etag("page", language, str(minute), request.COOKIES.get(settings.CSRF_COOKIE_NAME, ""))
+    if etag_matches(request, etag):
         return not_modified(etag)
-    response = _status_page(request, order_read(version), token, version=version)
-    return validator_set(response, etag) if etag is not None else response
+    key = page_key("order", version.etag("page", language, str(minute)), request.get_host(), request.get_full_path())
+    response = page_kept(
+        request,
+        key=key,
+        seconds=PAGE_VERSION_SECONDS,
+        render=lambda holes: _status_page(request, order_read(version), token, version=version, holes=holes),
+    )
+    return validator_set(response, etag)
 
 
 @require_POST

@@ -1,10 +1,13 @@
 /* The order's page: a countdown to the payment deadline, and live status from the API.
  *
- * Without JavaScript the page reloads itself (a meta refresh inside <noscript>). With it, this polls
- * GET /api/v1/orders/<reference>/ (header X-Order-Token) every few seconds: the payment's status, its
- * confirmations and the amount seen change in place; when the order itself moves on (paid, preparing,
- * active, expired...) or the payment lands in an exception state, the page reloads so that the server
- * renders the new sections and instructions. Polling stops once nothing can change by itself.
+ * Without JavaScript the page reloads itself (a meta refresh inside <noscript>; the server answers 304 while
+ * nothing changed). With it, this polls GET /api/v1/orders/<reference>/ (header X-Order-Token) with the last
+ * answer's ETag in If-None-Match: while nothing changed the server answers 304 with no body, at the cost of
+ * one small query. The first poll comes 2 s after the page; each unchanged answer waits 1.5 times longer,
+ * up to 20 s; any change brings it back to 2 s, and coming back to the page (focus) polls at once. The
+ * payment's status, its confirmations and the amount seen change in place; when the order itself moves on
+ * (paid, preparing, active, expired...) or the payment lands in an exception state, the page reloads so that
+ * the server renders the new sections and instructions. Polling stops once nothing can change by itself.
  */
 (function () {
   "use strict";
@@ -16,16 +19,25 @@
   // While one of these holds, the order can still move without anyone acting on this page.
   const LIVE_ORDER_STATUSES = ["awaiting_payment", "payment_reported", "paid", "preparing"];
   const LIVE_PAYMENT_STATUSES = ["pending", "detected"];
-  const QUIET_AFTER_MS = 5 * 60 * 1000; // no change for this long: poll less often
-  const MAX_DELAY_MS = 60 * 1000;
+  const BACKOFF = 1.5; // each unchanged answer: wait this much longer
+  const QUIET_DELAY_MS = 20 * 1000; // the longest wait while the server answers
+  const MAX_DELAY_MS = 60 * 1000; // the longest wait while it does not
 
   const data = page.dataset;
   const locale = shop.locale();
   const labels = shop.jsonData(data.paymentLabels);
   const decimals = Number.parseInt(data.paymentDecimals, 10) || 0;
   const serverNow = shop.parseIso(data.serverNow);
-  // The server's clock minus this device's, so that the countdown ends when the quote does.
-  const skew = Number.isNaN(serverNow) ? 0 : serverNow - Date.now();
+  // The server's clock minus this device's, so that the countdown ends when the quote does. A page the
+  // browser kept (a 304) carries an older clock: each answer's Date header corrects it.
+  let skew = Number.isNaN(serverNow) ? 0 : serverNow - Date.now();
+
+  function clockFrom(response) {
+    const date = Date.parse(response.headers.get("Date") || "");
+    if (Number.isNaN(date)) return;
+    const measured = date + 500 - Date.now(); // the header counts whole seconds
+    if (Math.abs(measured - skew) > 1500) skew = measured;
+  }
 
   let orderStatus = data.orderStatus;
   let paymentStatus = data.paymentStatus;
@@ -160,19 +172,18 @@
 
   function poll() {
     if (!isLive(orderStatus, paymentStatus)) return;
-    const base = (Number.parseInt(data.pollSeconds, 10) || 5) * 1000;
+    const base = (Number.parseInt(data.pollSeconds, 10) || 2) * 1000;
+    let quiet = base; // the wait after the last answer, growing while nothing changes
     let failures = 0;
+    let etag = "";
     let lastAnswer = "";
-    let lastChange = Date.now();
     let timer = null;
     let inFlight = false;
     let stopped = false;
 
     function delay() {
-      const quiet = Date.now() - lastChange;
-      let milliseconds = quiet > 6 * QUIET_AFTER_MS ? base * 12 : quiet > QUIET_AFTER_MS ? base * 3 : base;
-      if (failures) milliseconds *= 2 ** Math.min(failures, 2); // a busy or restarting server: back off a little
-      return Math.min(milliseconds, MAX_DELAY_MS);
+      if (failures) return Math.min(quiet * 2 ** Math.min(failures, 2), MAX_DELAY_MS); // busy or restarting
+      return quiet;
     }
 
     function schedule() {
@@ -180,21 +191,31 @@
       if (!stopped) timer = window.setTimeout(once, delay());
     }
 
+    function unchanged() {
+      quiet = Math.min(quiet * BACKOFF, QUIET_DELAY_MS);
+    }
+
     function once() {
       if (stopped || inFlight) return;
       if (document.hidden) return; // resumed by visibilitychange
       inFlight = true;
-      fetch(data.apiUrl, {
-        headers: { Accept: "application/json", "X-Order-Token": data.orderToken },
-        credentials: "same-origin",
-        cache: "no-store",
-      })
+      const headers = { Accept: "application/json", "X-Order-Token": data.orderToken };
+      if (etag) headers["If-None-Match"] = etag;
+      // A conditional request of the script's own: the browser passes the 304 through instead of its copy.
+      fetch(data.apiUrl, { headers, credentials: "same-origin", cache: "no-store" })
         .then((response) => {
+          clockFrom(response);
           if (response.status === 404) {
             stopped = true; // the link no longer opens the order: nothing to follow
             return null;
           }
+          if (response.status === 304) {
+            failures = 0;
+            unchanged();
+            return null;
+          }
           if (!response.ok) throw new Error(`HTTP ${response.status}`);
+          etag = response.headers.get("ETag") || "";
           return response.json();
         })
         .then((order) => {
@@ -202,8 +223,10 @@
           failures = 0;
           const answer = JSON.stringify([order.status, order.payment, order.preparation_progress]);
           if (answer !== lastAnswer) {
+            quiet = lastAnswer ? base : quiet * BACKOFF; // the first answer is the page itself
             lastAnswer = answer;
-            lastChange = Date.now();
+          } else {
+            unchanged();
           }
           if (!apply(order)) stopped = true;
         })
@@ -216,12 +239,15 @@
         });
     }
 
-    document.addEventListener("visibilitychange", () => {
+    function now() {
       if (!document.hidden && !stopped) {
         window.clearTimeout(timer);
         once();
       }
-    });
+    }
+
+    document.addEventListener("visibilitychange", now);
+    window.addEventListener("focus", now);
     schedule();
   }
 
