@@ -10,7 +10,6 @@ from functools import lru_cache
 from typing import Any
 
 import segno
-from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -296,19 +295,23 @@ def order_status(request: HttpRequest, reference: str, token: str) -> HttpRespon
         raise Http404
     if len(messages.get_messages(request)):  # a one-time message: rendered for this visit alone, never kept
         return _status_page(request, order_read(version), token, version=version)
-    language, minute = get_language(), int(timezone.now().timestamp()) // PAGE_VERSION_SECONDS
-    # The browser's copy holds forms whose tokens come from its CSRF cookie: the same cookie, the same copy.
-    etag = version.etag("page", language, str(minute), request.COOKIES.get(settings.CSRF_COOKIE_NAME, ""))
-    if etag_matches(request, etag):
-        return not_modified(etag)
-    key = page_key("order", version.etag("page", language, str(minute)), request.get_host(), request.get_full_path())
+    language, minute = get_language(), str(int(timezone.now().timestamp()) // PAGE_VERSION_SECONDS)
+
+    def etag() -> str:
+        # The browser's copy holds forms whose tokens come from its CSRF secret: the same secret, the same copy
+        # (the one this request came with, or the one its answer sets).
+        return version.etag("page", language, minute, request.META.get("CSRF_COOKIE", ""))
+
+    if etag_matches(request, etag()):
+        return not_modified(etag())
+    key = page_key("order", version.etag("page", language, minute), request.get_host(), request.get_full_path())
     response = page_kept(
         request,
         key=key,
         seconds=PAGE_VERSION_SECONDS,
         render=lambda holes: _status_page(request, order_read(version), token, version=version, holes=holes),
     )
-    return validator_set(response, etag)
+    return validator_set(response, etag())
 
 
 @require_POST
