@@ -26,7 +26,7 @@ from payments.networks import finality_description
 from payments.notices import payment_notice_submit
 from payments.refunds import refund_address_give
 from provisioning.manifest import manifest_document, public_key_b64
-from shop.catalog import catalog_current, catalog_data
+from shop.catalog import Catalog, catalog_current, catalog_data
 from shop.extension_placement import ExtensionRefused, ExtensionRequest, extension_create
 from shop.extensions import extension_refusal
 from shop.forms import ConfigureForm, ContactForm, ExtendForm, PaidForm, PaymentForm
@@ -59,8 +59,26 @@ FIELD_STEPS = {
 }
 
 
+# Home and the catalog page for a new visitor show nothing of the visitor's but the CSRF token of the language
+# form (and the wizard's): kept whole, per language, catalog version and count of free lots.
+CATALOG_PAGE_SECONDS = 60
+
+
+def _kept_for_everyone(request: HttpRequest) -> bool:
+    """A plain visit: no query string (a link's prefill, a tracker's tags) and no one-time message."""
+    return not request.GET and not len(messages.get_messages(request))
+
+
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "shop/home.html", {"catalog": catalog_current()})
+    catalog = catalog_current()
+    if not _kept_for_everyone(request):
+        return render(request, "shop/home.html", {"catalog": catalog})
+    return page_kept(
+        request,
+        key=page_key("home", get_language(), catalog.version, catalog.lots_available),
+        seconds=CATALOG_PAGE_SECONDS,
+        render=lambda holes: render(request, "shop/home.html", {"catalog": catalog, **holes}),
+    )
 
 
 def _wizard(request: HttpRequest) -> dict[str, Any]:
@@ -121,29 +139,38 @@ def _step_context(request: HttpRequest, step: str, form, **extra) -> dict[str, A
 @require_http_methods(["GET", "POST"])
 def order_configure(request: HttpRequest) -> HttpResponse:
     catalog = catalog_current()
-    kwargs = {"durations": catalog.durations, "preparations": catalog.preparations}
     wizard = _wizard(request)
     if request.method == "POST":
-        form = ConfigureForm(request.POST, **kwargs)
+        form = ConfigureForm(request.POST, durations=catalog.durations, preparations=catalog.preparations)
         if form.is_valid():
             _save_wizard(request, form.cleaned_data)
             if "refresh" in request.POST:  # "Update summary" without JavaScript
                 return redirect("shop:order_configure")
             return redirect("shop:order_contact")
-    else:
-        initial = {
-            "lots": _initial_lots(request, wizard),
-            "duration_days": wizard.get("duration_days", catalog.durations[0].days if catalog.durations else None),
-            "preparation": wizard.get("preparation", catalog.preparations[0].slug if catalog.preparations else None),
-        }
-        form = ConfigureForm(initial=initial, **kwargs)
-        if "lots" in request.GET:  # a link's prefill is kept; a plain visit stores nothing (no session row)
-            _save_wizard(request, {"lots": initial["lots"]})
-        # The summary shows what the form shows, stored or not.
-        shown = {**wizard, **{key: value for key, value in initial.items() if value is not None}}
-        context = _step_context(request, "configure", form, catalog=catalog, summary=order_summary(shown))
-        return render(request, "shop/order_configure.html", context)
-    return render(request, "shop/order_configure.html", _step_context(request, "configure", form, catalog=catalog))
+        return render(request, "shop/order_configure.html", _step_context(request, "configure", form, catalog=catalog))
+    if not wizard and _kept_for_everyone(request):  # a new visitor's first step: the same page for everyone
+        return page_kept(
+            request,
+            key=page_key("configure", get_language(), catalog.version, catalog.lots_available),
+            seconds=CATALOG_PAGE_SECONDS,
+            render=lambda holes: _configure_page(request, catalog, wizard, holes),
+        )
+    return _configure_page(request, catalog, wizard, {})
+
+
+def _configure_page(request: HttpRequest, catalog: Catalog, wizard: dict[str, Any], holes: dict) -> HttpResponse:
+    initial = {
+        "lots": _initial_lots(request, wizard),
+        "duration_days": wizard.get("duration_days", catalog.durations[0].days if catalog.durations else None),
+        "preparation": wizard.get("preparation", catalog.preparations[0].slug if catalog.preparations else None),
+    }
+    form = ConfigureForm(initial=initial, durations=catalog.durations, preparations=catalog.preparations)
+    if "lots" in request.GET:  # a link's prefill is kept; a plain visit stores nothing (no session row)
+        _save_wizard(request, {"lots": initial["lots"]})
+    # The summary shows what the form shows, stored or not.
+    shown = {**wizard, **{key: value for key, value in initial.items() if value is not None}}
+    context = _step_context(request, "configure", form, catalog=catalog, summary=order_summary(shown))
+    return render(request, "shop/order_configure.html", {**context, **holes})
 
 
 def _initial_lots(request: HttpRequest, wizard: dict[str, Any]) -> int:
