@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from django.conf import settings
 from django.core.cache import cache
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponseBase
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
@@ -327,13 +330,35 @@ class OrderDetailApi(APIView):
     )
     def get(self, request: Request, reference: str) -> Response:
         token = request.headers.get("X-Order-Token")
-        version = order_version_read(reference=reference, token=token)
+        version = getattr(request._request, ORDER_VERSION_READ, None) or order_version_read(
+            reference=reference, token=token
+        )
         if version is None:  # the token is checked first: a guessed ETag tells a stranger nothing
             raise Http404
         etag = version.etag("api", get_language())
         if etag_matches(request, etag):
             return not_modified(etag)
         return validator_set(Response(order_body_kept(version=version, etag=etag, token=token, request=request)), etag)
+
+
+ORDER_VERSION_READ = "shop_order_version"
+
+
+def conditional_first(drf_view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """The order's read with the 304 answered before DRF's dispatch (a third of an unchanged poll's cost):
+    the version is read once and handed on; every other answer (200, the 404 of a wrong token) is DRF's."""
+
+    @functools.wraps(drf_view)  # keeps the view's class for the schema and its CSRF exemption
+    def view(request: HttpRequest, reference: str) -> HttpResponseBase:
+        version = order_version_read(reference=reference, token=request.headers.get("X-Order-Token"))
+        if version is not None:
+            etag = version.etag("api", get_language())
+            if etag_matches(request, etag):
+                return not_modified(etag)
+            setattr(request, ORDER_VERSION_READ, version)
+        return drf_view(request, reference=reference)
+
+    return view
 
 
 class OrderPaidApi(APIView):
