@@ -175,6 +175,10 @@ def seed(*, nodes: int, open_orders: int) -> None:
     nodes_bulk(nodes, prefix="bench-node-")
     usdc = Asset.objects.get(network=network, symbol="USDC")
     open_orders_bulk(open_orders, asset=usdc, first_index=FIRST_BULK_INDEX, prefix="B2-BENCH-")
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # production's autovacuum keeps statistics; a fresh bulk load has none
 
 
 def pay_and_confirm(reference: str, anvil: Anvil) -> str:
@@ -271,8 +275,6 @@ def main() -> None:
         seed(nodes=args.nodes, open_orders=args.open_orders)
         from django.db import connection
 
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")  # production's autovacuum keeps statistics; a fresh bulk load has none
         connection.close()
 
         port = free_port()

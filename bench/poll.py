@@ -541,8 +541,6 @@ def main() -> None:
         from shop.order_links import order_access_token
 
         seed(nodes=0, open_orders=args.customers)
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
         orders = list(Order.objects.filter(reference__startswith=PREFIX).order_by("pk"))
         assert len(orders) == args.customers, len(orders)
         polled = [(f"/api/v1/orders/{order.reference}/", order_access_token(order)) for order in orders]
