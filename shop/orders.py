@@ -18,7 +18,7 @@ from shop import capacity
 from shop.capacity_shown import lots_available_forget
 from shop.input_errors import OrderInputError
 from shop.lot_messages import only_available_message
-from shop.models import FIRST_PAYMENT_JOINED, Order, OrderEvent, OrderStatus, Reservation
+from shop.models import FIRST_PAYMENT_JOINED, Order, OrderEvent, OrderStatus
 from shop.order_links import order_access_token
 from shop.outbox import email_enqueue
 from shop.staff_notices import order_staff_notify
@@ -126,7 +126,12 @@ def new_reference() -> str:
 
 def orders_expire_overdue_locked(*, now: dt.datetime) -> int:
     """Expire unpaid orders whose window ended and release their lots. Caller holds the node locks."""
-    expired_holds = Reservation.objects.live().filter(expires_at__lte=now)
+    expired_holds = capacity.lapsed_holds(now)
+    # Nothing lapsed, the usual case: one read instead of an order lock and an update. It is its own statement,
+    # after the node locks, so its snapshot has every hold that whoever held those locks before committed (a payment
+    # outcome may have moved a hold's end into the past). The holds' ends are compared with the same `now` as below.
+    if not expired_holds.exists():
+        return 0
     # A subquery, not a join: PostgreSQL refuses FOR UPDATE with DISTINCT.
     overdue = (
         Order.objects.select_for_update()

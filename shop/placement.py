@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
+from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -88,7 +89,6 @@ def order_create(*, request: OrderRequest, now: dt.datetime | None = None) -> Pl
 
 def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt.datetime) -> Order:
     fleet = capacity.lock_sellable_nodes()
-    orders_expire_overdue_locked(now=now)
     if request.lots > (cap := capacity.lots_cap(fleet)):  # nobody holds the fleet without paying
         available = capacity.lots_available(now)
         message = only_available_message(available) if request.lots > available else over_cap_message(cap)
@@ -115,8 +115,8 @@ def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt
         language=request.language,
         terms_accepted_at=now,
     )
-    try:
-        capacity.reserve_lots(order=order, lots=request.lots, expires_at=payment_deadline(now), now=now)
+    try:  # a refusal rolls the order back with the transaction
+        _hold_lots(order=order, lots=request.lots, now=now)
     except capacity.SoldOut as exc:
         raise OrderInputError("lots", only_available_message(exc.available)) from None
     order.payment = payment_request_open(order=order, quote=quote, now=now)  # kept: its page is shown at once
@@ -124,3 +124,13 @@ def _order_create_locked(*, request: OrderRequest, quote: PreparedQuote, now: dt
     return order
 
 
+def _hold_lots(*, order: Order, lots: int, now: dt.datetime) -> None:
+    """The order's lots, chosen and held in one statement. Holds that lapsed (an unpaid order past its window that
+    no expiry pass has reached yet) make it hold nothing: they are released, their orders expired, and it runs
+    again, so that a node whose hold lapsed is taken and not refused. The caller holds the node locks."""
+    hold = partial(capacity.reserve_free_lots, order=order, lots=lots, expires_at=payment_deadline(now), now=now)
+    try:
+        hold()
+    except capacity.LapsedHolds:
+        orders_expire_overdue_locked(now=now)
+        hold()
