@@ -2,6 +2,7 @@
 settings (as bench/load.py serves them) on a database of its own, a real anvil, and the local Redis.
 
     .venv/bin/python bench/profile_pages.py [--requests 200] [--top 25] [--only home]
+    (PROFILE_SORT=tottime: functions by their own time instead of the cumulative)
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def profile_endpoints(args) -> None:
         profiler.disable()
         per_request_ms = (time.perf_counter() - began) / args.requests * 1000
         out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.top)
+        pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(args.top)
         print(
             f"\n===== {label}: {plain_ms:.2f} ms/request ({per_request_ms:.2f} profiled), {queries} queries ====="
         )
