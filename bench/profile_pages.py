@@ -133,7 +133,8 @@ def profile_endpoints(args) -> None:
         profiler.disable()
         per_request_ms = (time.perf_counter() - began) / args.requests * 1000
         out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(args.top)
+        order = os.environ.get("PROFILE_SORT", "cumulative")
+        pstats.Stats(profiler, stream=out).sort_stats(order).print_stats(args.top)
         print(
             f"\n===== {label}: {plain_ms:.2f} ms/request ({per_request_ms:.2f} profiled), {queries} queries ====="
         )
