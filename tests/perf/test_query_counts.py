@@ -86,11 +86,12 @@ def _same_cost(request: Request, world: World, client: Client, status: int, name
 QUERY_BUDGET = {
     "home": 0,
     "catalog page (order wizard)": 1,  # the visitor's session
-    # The order with its payment, asset, network; its credits; its refunds.
-    "payment page (awaiting payment, QR)": 3,
-    "order status page (paid, 1-100 credits)": 3,
+    # The order's version (token, ETag, its transactions and notices), then, unless the page or body is kept
+    # for that version, the order with its payment, asset, network and preparation (shop/order_version.py).
+    "payment page (awaiting payment, QR)": 2,
+    "order status page (paid, 1-100 credits)": 2,
     "GET /api/v1/catalog/": 0,
-    "GET /api/v1/orders/<ref>/": 3,
+    "GET /api/v1/orders/<ref>/": 2,
     # The test's node insert, and the count of free lots it makes stale counted again; the ETH rate; then the
     # order's one transaction: the node locks, the order and its event, its lots held (one INSERT ... SELECT that
     # also looks for lapsed holds), its address index taken (one UPDATE ... RETURNING), its payment request, its

@@ -202,6 +202,21 @@ def page_path(order: dict) -> str:
     return urlsplit(order["status_url"]).path
 
 
+def test_a_changed_order_page_is_read_in_two_queries_and_an_unchanged_one_in_one(placed):
+    # Given the page seen once (its statements prepared), then the order changed: nothing kept for it
+    Client().get(page_path(placed))
+    PaymentRequest.objects.filter(pk=payment_of(placed).pk).update(confirmations=1)
+
+    # When a visitor opens it, and another one after them
+    with CaptureQueriesContext(connection) as changed:
+        assert Client().get(page_path(placed)).status_code == 200
+    with CaptureQueriesContext(connection) as unchanged:
+        assert Client().get(page_path(placed)).status_code == 200
+
+    # Then the version and the order read; then the version alone (the page kept for it)
+    assert (len(changed), len(unchanged)) == (2, 1)
+
+
 def test_the_order_page_answers_304_to_the_browser_that_holds_it(placed):
     # Given a browser that loaded the order's page (it got the CSRF cookie with it)
     browser = Client()
