@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import secrets
@@ -28,6 +29,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -125,6 +128,80 @@ def wait_until(condition, what: str, seconds: float) -> None:
             return
         time.sleep(0.1)
     raise TimeoutError(f"{what} within {seconds} s")
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """What one run of a server benchmark owns, removed when it ends: a database, a queue, a folder, a chain."""
+
+    admin_url: str
+    database: str
+    env: dict[str, str]
+    work: Path
+    queue: str
+    broker: str
+    anvil: Anvil
+
+
+@contextlib.contextmanager
+def bench_run(kind: str) -> Iterator[BenchRun]:
+    """The production environment on a database, queue, folder and anvil of the run's own, migrated, with
+    Django set up in this process; all of them removed at the end, however the run ends."""
+    admin_url = postgres_url()
+    if admin_url is None:
+        sys.exit("bench: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
+    broker = redis_url()
+    name = f"bench_{kind}_{os.getpid()}"
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
+    queue = f"bench-{os.getpid()}"
+    database_url = database_create(admin_url, name)
+    anvil = Anvil()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PAYMENTS_", "CHAIN_RPC_URLS_"))},
+        **production_env(database_url=database_url, broker=broker, anvil=anvil, work=work, queue=queue),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
+        "EMAIL_FILE_PATH": str(work / "emails"),
+        "PYTHONPATH": str(ROOT),
+    }
+    os.environ.update(env)
+    try:
+        manage = [sys.executable, str(ROOT / "manage.py")]
+        subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True, cwd=ROOT)
+        subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=env, check=True, cwd=ROOT)
+        import django
+
+        django.setup()
+        yield BenchRun(admin_url, name, env, work, queue, broker, anvil)
+    finally:
+        anvil.stop()
+        _queue_delete(broker, queue)
+        try:
+            from django.db import connections
+
+            connections.close_all()
+        except Exception:  # noqa: BLE001, S110 - Django may not be set up if the run failed early
+            pass
+        database_drop(admin_url, name)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def gunicorn_start(run: BenchRun, port: int, workers: int) -> subprocess.Popen:
+    """The shop as production serves it: sync workers on the production settings."""
+    command = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", str(workers)]
+    command += ["--worker-class", "sync", "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
+    web_log = (run.work / "gunicorn.log").open("wb")
+    return subprocess.Popen(command, cwd=ROOT, env=run.env, stdout=web_log, stderr=subprocess.STDOUT)
+
+
+def process_stop(process: subprocess.Popen | None) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 # --- the shop's data -----------------------------------------------------------------------------------
@@ -246,151 +323,94 @@ def main() -> None:
     parser.add_argument("--open-orders", type=int, default=1000, help="other open orders in the database")
     args = parser.parse_args()
 
-    admin_url = postgres_url()
-    if admin_url is None:
-        sys.exit("bench: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
-    broker = redis_url()
-    name = f"bench_shop_{os.getpid()}"
-    work = Path(tempfile.mkdtemp(prefix="bench-load-"))
-    queue = f"bench-{os.getpid()}"
-    database_url = database_create(admin_url, name)
-    anvil = Anvil()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PAYMENTS_", "CHAIN_RPC_URLS_"))},
-        **production_env(database_url=database_url, broker=broker, anvil=anvil, work=work, queue=queue),
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
-        "EMAIL_FILE_PATH": str(work / "emails"),
-        "PYTHONPATH": str(ROOT),
-    }
-    os.environ.update(env)
-    processes: list[subprocess.Popen] = []
-    try:
-        manage = [sys.executable, str(ROOT / "manage.py")]
-        subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True, cwd=ROOT)
-        subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=env, check=True, cwd=ROOT)
-        import django
-
-        django.setup()
-        seed(nodes=args.nodes, open_orders=args.open_orders)
-        from django.db import connection
-
-        connection.close()
-
-        port = free_port()
-        web_log = (work / "gunicorn.log").open("wb")
-        gunicorn = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "config.wsgi:application",
-                "--workers",
-                str(args.workers),
-                "--worker-class",
-                "sync",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=web_log,
-            stderr=subprocess.STDOUT,
-        )
-        processes.append(gunicorn)
-        wait_until(lambda: _answers(port), "gunicorn answers /bench/baseline/", 60)
-
-        body = order_body()
-        placed = {}
-        for label in ("awaiting", "paid"):
-            status, content = http(port, "/api/v1/orders/", body=body)
-            assert status == 201, content[:500]
-            placed[label] = json.loads(content)
-        settled = pay_and_confirm(placed["paid"]["reference"], anvil)
-        connection.close()
-        assert settled == "confirmed/paid", settled
-
-        def path_of(url: str) -> str:
-            return urlsplit(url).path
-
-        paid = placed["paid"]
-        order_api = f"/api/v1/orders/{paid['reference']}/"
-        token = {"X-Order-Token": paid["access_token"]}
-        # The page's conditional poll: the ETag of a first read, sent back (None while the API serves none).
-        etag = etag_of(port, order_api, token)
-        conditional = {**token, "If-None-Match": etag} if etag else None
-        # (label, path, method, body, headers, key in TARGETS, the statuses that count as served)
-        endpoints = [
-            ("home `/`", "/", "GET", None, None, "home", "2xx"),
-            ("catalog page `/order/`", "/order/", "GET", None, None, "catalog page", "2xx"),
-            ("order status page (paid)", path_of(paid["status_url"]), "GET", None, None, "order status page", "2xx"),
-            (
-                "payment page (awaiting, QR)",
-                path_of(placed["awaiting"]["status_url"]),
-                "GET",
-                None,
-                None,
-                "payment page",
-                "2xx",
-            ),
-            ("`GET /api/v1/catalog/`", "/api/v1/catalog/", "GET", None, None, "catalog API", "2xx"),
-            ("`GET /api/v1/orders/<ref>/`", order_api, "GET", None, token, "order API", "2xx"),
-            (
-                "`GET /api/v1/orders/<ref>/` with If-None-Match (304)",
-                order_api,
-                "GET",
-                None,
-                conditional,
-                "order API 304",
-                "304",
-            ),
-            ("`POST /api/v1/orders/`", "/api/v1/orders/", "POST", body, None, "order placement", "2xx"),
-        ]
-        measured = []
-        base_label, base_path = "baseline: bare view, fixed JSON (median run)", "/bench/baseline/"
-        for label, path, method, payload, headers, target, expected in endpoints:
-            if expected == "304" and headers is None:
-                skipped = "not measured: the order API serves no ETag yet"
-                measured.append({"label": label, "path": path, "target": target, "skipped": skipped})
-                print(f"  {label}: {skipped}", flush=True)
-                continue
-            # The baseline again right before each endpoint: the machine is shared, and its load drifts
-            # within a run; each ratio compares two windows a few seconds apart.
-            base = load(port, base_path, args)
-            base.update(label=base_label, path=base_path, target=None, expected="2xx")
-            result = load(port, path, args, method=method, body=payload, headers=headers)
-            result.update(label=label, path=path, target=target, expected=expected, baseline=base)
-            measured.append(result)
-            print(
-                f"  {label}: {result['rps']:.0f} req/s (baseline {base['rps']:.0f}), statuses {result['statuses']}",
-                flush=True,
-            )
-        web_workers = children_of(gunicorn.pid)
-        web_rss = {pid: peak_rss_kib(pid) for pid in web_workers}
-
-        celery = celery_batch(env, work, queue, broker)
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-        anvil.stop()
-        _queue_delete(broker, queue)
+    gunicorn = None
+    with bench_run("shop") as run:
         try:
-            from django.db import connections
+            seed(nodes=args.nodes, open_orders=args.open_orders)
+            from django.db import connection
 
-            connections.close_all()
-        except Exception:  # noqa: BLE001, S110 - Django may not be set up if the run failed early
-            pass
-        database_drop(admin_url, name)
-        shutil.rmtree(work, ignore_errors=True)
-
+            connection.close()
+            port = free_port()
+            gunicorn = gunicorn_start(run, port, args.workers)
+            wait_until(lambda: _answers(port), "gunicorn answers /bench/baseline/", 60)
+            measured = measure(port, run, args)
+            web_rss = {pid: peak_rss_kib(pid) for pid in children_of(gunicorn.pid)}
+            celery = celery_batch(run.env, run.work, run.queue, run.broker)
+        finally:
+            process_stop(gunicorn)
     report(measured, web_rss, celery, args)
+
+
+def measure(port: int, run: BenchRun, args) -> list[dict]:
+    """Every endpoint under load, each right after a window of the baseline."""
+    from django.db import connection
+
+    body = order_body()
+    placed = {}
+    for label in ("awaiting", "paid"):
+        status, content = http(port, "/api/v1/orders/", body=body)
+        assert status == 201, content[:500]
+        placed[label] = json.loads(content)
+    settled = pay_and_confirm(placed["paid"]["reference"], run.anvil)
+    connection.close()
+    assert settled == "confirmed/paid", settled
+
+    def path_of(url: str) -> str:
+        return urlsplit(url).path
+
+    paid = placed["paid"]
+    order_api = f"/api/v1/orders/{paid['reference']}/"
+    token = {"X-Order-Token": paid["access_token"]}
+    # The page's conditional poll: the ETag of a first read, sent back (None while the API serves none).
+    etag = etag_of(port, order_api, token)
+    conditional = {**token, "If-None-Match": etag} if etag else None
+    # (label, path, method, body, headers, key in TARGETS, the statuses that count as served)
+    endpoints = [
+        ("home `/`", "/", "GET", None, None, "home", "2xx"),
+        ("catalog page `/order/`", "/order/", "GET", None, None, "catalog page", "2xx"),
+        ("order status page (paid)", path_of(paid["status_url"]), "GET", None, None, "order status page", "2xx"),
+        (
+            "payment page (awaiting, QR)",
+            path_of(placed["awaiting"]["status_url"]),
+            "GET",
+            None,
+            None,
+            "payment page",
+            "2xx",
+        ),
+        ("`GET /api/v1/catalog/`", "/api/v1/catalog/", "GET", None, None, "catalog API", "2xx"),
+        ("`GET /api/v1/orders/<ref>/`", order_api, "GET", None, token, "order API", "2xx"),
+        (
+            "`GET /api/v1/orders/<ref>/` with If-None-Match (304)",
+            order_api,
+            "GET",
+            None,
+            conditional,
+            "order API 304",
+            "304",
+        ),
+        ("`POST /api/v1/orders/`", "/api/v1/orders/", "POST", body, None, "order placement", "2xx"),
+    ]
+    measured = []
+    base_label, base_path = "baseline: bare view, fixed JSON (median run)", "/bench/baseline/"
+    for label, path, method, payload, headers, target, expected in endpoints:
+        if expected == "304" and headers is None:
+            skipped = "not measured: the order API serves no ETag yet"
+            measured.append({"label": label, "path": path, "target": target, "skipped": skipped})
+            print(f"  {label}: {skipped}", flush=True)
+            continue
+        # The baseline again right before each endpoint: the machine is shared, and its load drifts
+        # within a run; each ratio compares two windows a few seconds apart.
+        base = load(port, base_path, args)
+        base.update(label=base_label, path=base_path, target=None, expected="2xx")
+        result = load(port, path, args, method=method, body=payload, headers=headers)
+        result.update(label=label, path=path, target=target, expected=expected, baseline=base)
+        measured.append(result)
+        print(
+            f"  {label}: {result['rps']:.0f} req/s (baseline {base['rps']:.0f}), statuses {result['statuses']}",
+            flush=True,
+        )
+    return measured
 
 
 def _answers(port: int) -> bool:

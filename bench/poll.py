@@ -43,11 +43,8 @@ import math
 import os
 import random
 import resource
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -57,18 +54,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import markdown_table, write_results  # noqa: E402
-from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
 from bench.load import (  # noqa: E402
     PROXY,
     _answers,
-    _queue_delete,
+    bench_run,
     children_of,
-    production_env,
-    redis_url,
+    gunicorn_start,
+    process_stop,
     seed,
     wait_until,
 )
-from tests.servers import Anvil, free_port  # noqa: E402
+from tests.servers import free_port  # noqa: E402
 
 MODES = ("before", "after")
 PREFIX = "B2-BENCH-"  # bench.load.seed's open orders
@@ -475,14 +471,6 @@ def run_mode(mode: str, *, args, port: int, work: Path, meter: CpuMeter, trickle
     return result
 
 
-def start_gunicorn(env: dict, work: Path, port: int, workers: int) -> subprocess.Popen:
-    """As bench/load.py serves the shop: sync workers on the production settings."""
-    command = [sys.executable, "-m", "gunicorn", "config.wsgi:application", "--workers", str(workers)]
-    command += ["--worker-class", "sync", "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
-    web_log = (work / "gunicorn.log").open("wb")
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=web_log, stderr=subprocess.STDOUT)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--customers", type=int, default=1000, help="customers, each on its own open order")
@@ -507,90 +495,56 @@ def main() -> None:
 
     import psycopg
 
-    admin_url = postgres_url()
-    if admin_url is None:
-        sys.exit("bench: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
-    broker = redis_url()
-    name = f"bench_poll_{os.getpid()}"
-    work = Path(tempfile.mkdtemp(prefix="bench-poll-"))
-    queue = f"bench-{os.getpid()}"
-    database_url = database_create(admin_url, name)
-    anvil = Anvil()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PAYMENTS_", "CHAIN_RPC_URLS_"))},
-        **production_env(database_url=database_url, broker=broker, anvil=anvil, work=work, queue=queue),
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-        "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
-        "EMAIL_FILE_PATH": str(work / "emails"),
-        "PYTHONPATH": str(ROOT),
-    }
-    os.environ.update(env)
     gunicorn = None
     measured: dict[str, dict] = {}
-    try:
-        manage = [sys.executable, str(ROOT / "manage.py")]
-        subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, check=True, cwd=ROOT)
-        subprocess.run([*manage, "collectstatic", "--noinput", "-v0"], env=env, check=True, cwd=ROOT)
-        import django
-
-        django.setup()
-        from django.db import connection
-
-        from payments.models import PaymentRequest
-        from shop.models import Order
-        from shop.order_links import order_access_token
-
-        seed(nodes=0, open_orders=args.customers)
-        orders = list(Order.objects.filter(reference__startswith=PREFIX).order_by("pk"))
-        assert len(orders) == args.customers, len(orders)
-        polled = [(f"/api/v1/orders/{order.reference}/", order_access_token(order)) for order in orders]
-        (work / "orders.json").write_text(json.dumps(polled))
-        payments = PaymentRequest.objects.filter(order__reference__startswith=PREFIX, extension=None)
-        payment_ids = list(payments.values_list("pk", flat=True))
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            own_backend = cursor.fetchone()[0]
-
-        port = free_port()
-        gunicorn = start_gunicorn(env, work, port, args.workers)
-        wait_until(lambda: _answers(port), "gunicorn answers /bench/baseline/", 60)
-        # A first read of a few orders: both workers' imports and connections are warm, and whether the
-        # server serves an ETag yet.
-        firsts = [first_answer(port, path, token) for path, token in polled[:20]]
-        assert all(status == 200 for status, _etag in firsts), firsts
-        etag_served = all(etag for _status, etag in firsts)
-        print(f"  {args.customers} open orders; the order API serves an ETag: {etag_served}", flush=True)
-
-        trickle = Trickle(payment_ids, seed=args.seed)
-        with psycopg.connect(admin_url, autocommit=True) as monitor:
-            meter = CpuMeter(gunicorn_pid=gunicorn.pid, monitor=monitor, database=name, own_backend=own_backend)
-            for mode in args.modes:
-                measured[mode] = run_mode(mode, args=args, port=port, work=work, meter=meter, trickle=trickle)
-                result = measured[mode]
-                print(
-                    f"  {mode}: {result['requests']} requests, statuses {result['statuses']}, "
-                    f"errors {result['errors']}, server CPU {result['server_cpu_s']:.1f} s",
-                    flush=True,
-                )
-                time.sleep(1.0)
-        connection.close()
-    finally:
-        if gunicorn is not None and gunicorn.poll() is None:
-            gunicorn.send_signal(signal.SIGTERM)
-            try:
-                gunicorn.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                gunicorn.kill()
-        anvil.stop()
-        _queue_delete(broker, queue)
+    with bench_run("poll") as run:
         try:
-            from django.db import connections
+            from django.db import connection
 
-            connections.close_all()
-        except Exception:  # noqa: BLE001, S110 - Django may not be set up if the run failed early
-            pass
-        database_drop(admin_url, name)
-        shutil.rmtree(work, ignore_errors=True)
+            from payments.models import PaymentRequest
+            from shop.models import Order
+            from shop.order_links import order_access_token
+
+            seed(nodes=0, open_orders=args.customers)
+            orders = list(Order.objects.filter(reference__startswith=PREFIX).order_by("pk"))
+            assert len(orders) == args.customers, len(orders)
+            polled = [(f"/api/v1/orders/{order.reference}/", order_access_token(order)) for order in orders]
+            (run.work / "orders.json").write_text(json.dumps(polled))
+            payments = PaymentRequest.objects.filter(order__reference__startswith=PREFIX, extension=None)
+            payment_ids = list(payments.values_list("pk", flat=True))
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                own_backend = cursor.fetchone()[0]
+
+            port = free_port()
+            gunicorn = gunicorn_start(run, port, args.workers)
+            wait_until(lambda: _answers(port), "gunicorn answers /bench/baseline/", 60)
+            # A first read of a few orders: both workers' imports and connections are warm, and whether the
+            # server serves an ETag yet.
+            firsts = [first_answer(port, path, token) for path, token in polled[:20]]
+            assert all(status == 200 for status, _etag in firsts), firsts
+            etag_served = all(etag for _status, etag in firsts)
+            print(f"  {args.customers} open orders; the order API serves an ETag: {etag_served}", flush=True)
+
+            trickle = Trickle(payment_ids, seed=args.seed)
+            with psycopg.connect(run.admin_url, autocommit=True) as monitor:
+                meter = CpuMeter(
+                    gunicorn_pid=gunicorn.pid, monitor=monitor, database=run.database, own_backend=own_backend
+                )
+                for mode in args.modes:
+                    measured[mode] = run_mode(
+                        mode, args=args, port=port, work=run.work, meter=meter, trickle=trickle
+                    )
+                    result = measured[mode]
+                    print(
+                        f"  {mode}: {result['requests']} requests, statuses {result['statuses']}, "
+                        f"errors {result['errors']}, server CPU {result['server_cpu_s']:.1f} s",
+                        flush=True,
+                    )
+                    time.sleep(1.0)
+            connection.close()
+        finally:
+            process_stop(gunicorn)
 
     report(measured, etag_served, args)
 
