@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from config.conditional import etag_matches, not_modified, validator_set
 from config.page_cache import page_kept, page_key
@@ -311,7 +311,7 @@ def _status_page(
 PAGE_VERSION_SECONDS = 60
 
 
-@require_GET
+@require_safe
 def order_status(request: HttpRequest, reference: str, token: str) -> HttpResponse:
     """The secret link: the order and its payment request. A wrong token is a plain 404.
 
