@@ -76,3 +76,22 @@ def test_with_the_cache_hung_requests_answer_within_its_short_timeouts(cache_on_
     # Then the pages answer anyway, each cache call giving up after half a second
     assert (home, catalog) == (200, 200)
     assert seconds < 10
+
+
+def test_a_hung_cache_costs_one_timeout_then_is_left_alone_for_a_few_seconds(cache_on_private_redis, anvil, make_node):
+    # Given a cache that hangs, and a first page that met its timeout
+    make_node()
+    client = Client()
+    assert client.get("/").status_code == 200
+    cache_on_private_redis.freeze()
+    assert client.get("/").status_code == 200
+
+    # When more pages are asked for at once
+    started = time.monotonic()
+    statuses = [client.get(path).status_code for path in ("/", "/order/", "/api/v1/catalog/")]
+    seconds = time.monotonic() - started
+
+    # Then they answer without waiting on the cache again (each call would cost half a second)
+    assert statuses == [200, 200, 200]
+    assert seconds < 0.5 * 2
+    cache_on_private_redis.thaw()
