@@ -9,11 +9,10 @@ import secrets
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, FilteredRelation, OuterRef, Q, Subquery
+from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from payments.models import Notice
 from shop import capacity
 from shop.capacity_shown import lots_available_forget
 from shop.input_errors import OrderInputError
@@ -100,15 +99,12 @@ def order_token_opens(order: Order, token: str) -> bool:
 
 def order_for_token(*, reference: str, token: str | None) -> Order | None:
     """The order if the token opens it; None for a wrong reference or token alike (no oracle)."""
-    # The payment, its asset and network, the preparation and the count of "I have paid" notices come in the
-    # same query: every caller shows them.
-    notices = Notice.objects.filter(payment__order=OuterRef("pk"), payment__extension=None).order_by().values("payment")
+    # The payment, its asset and network and the preparation come in the same query: every caller uses them.
     order = (
         Order.objects.annotate(
             **{FIRST_PAYMENT_JOINED: FilteredRelation("payments", condition=Q(payments__extension__isnull=True))}
         )
         .select_related("preparation", f"{FIRST_PAYMENT_JOINED}__asset__network")
-        .annotate(payment_notices=Subquery(notices.annotate(n=Count("pk")).values("n")))
         .filter(reference=str(reference).upper())
         .first()
     )

@@ -82,7 +82,6 @@ def order_create(*, request: OrderRequest, now: dt.datetime | None = None) -> Pl
 
     # Not on commit: the count shown may run ahead of an outer transaction that rolls back; it is display only.
     lots_available_taken(order.lots)
-    order.payment_notices = 0  # a new order has no "I have paid" notice: its representation need not count them
     log.info("order %s placed: %s lots, %s USD", order.reference, order.lots, order.total_usd)
     return PlacedOrder(order=order, access_token=order_access_token(order))
 
