@@ -68,6 +68,18 @@ def test_a_stale_or_foreign_etag_gets_the_full_answer(api_client, placed):
     assert read(api_client, placed, **{"If-None-Match": etag.removeprefix("W/")}).status_code == 304
 
 
+@pytest.mark.parametrize(
+    "offered",
+    ['"' + "a" * 100_000 + '"', "W/" * 5_000, '"\u00e9\u0000", W/"x", , ,', "garbage without quotes"],
+    ids=["huge", "prefixes only", "odd bytes", "unquoted"],
+)
+def test_a_hostile_if_none_match_gets_the_full_answer_never_an_error(api_client, placed, offered):
+    answer = read(api_client, placed, **{"If-None-Match": offered})
+
+    assert answer.status_code == 200
+    assert answer.json()["reference"] == placed["reference"]
+
+
 def test_a_stranger_learns_nothing_from_an_etag(api_client, placed, place_order):
     # Given the real order's ETag, and another order of someone else
     etag = read(api_client, placed).headers["ETag"]
