@@ -43,9 +43,12 @@ print(f"probe 2: compiled and ran in {time.perf_counter() - started:.1f} s, fini
 ' 2>&1 | tail -n 3 | tee "$OUT/probe-triton.txt"
 
 echo "== probe 3: recompiles under FSDP2"
-printf '{"shard": true, "compile": true, "checks": ["load", "forward", "backward", "step_time"]}' >"$OUT/fsdp.json"
-TORCH_LOGS=recompiles timeout 420 $PY -m provisioning.preflight --device cuda --world-size "$N" \
-  --json "$OUT/fsdp-report.json" --profile "$OUT/fsdp.json" >"$OUT/probe-recompiles.txt" 2>&1
+# The profile stays out of $OUT (the device tool brings back 8 files at most); empty caches make it a cold compile.
+profile=$(mktemp --suffix=.json)
+printf '{"shard": true, "compile": true, "checks": ["load", "forward", "backward", "step_time"]}' >"$profile"
+TRITON_CACHE_DIR=$(mktemp -d) TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) TORCH_LOGS=recompiles timeout 420 \
+  $PY -m provisioning.preflight --device cuda --world-size "$N" \
+  --json "$OUT/fsdp-report.json" --profile "$profile" >"$OUT/probe-recompiles.txt" 2>&1
 echo "probe 3: $(grep -c 'Recompiling' "$OUT/probe-recompiles.txt") recompilations logged"
 
 echo "== probe 4: the node"

@@ -245,3 +245,12 @@ def test_nccl_tests_on_the_node_calibrate_the_floor_before_the_ranks(tmp_path, m
     assert calibrated.threshold_sources["busbw_below_card"].startswith("this node's nccl-tests floor 487.7 GB/s")
     one_card = cli.calibrated_by_nccl_tests(b200, argparse.Namespace(device="cuda", world_size=1))
     assert one_card.thresholds["busbw_floor_gbps"] == 603.0  # nothing to measure between cards
+
+
+def test_one_h200_reports_no_bandwidth_for_an_allreduce_that_crosses_no_cards(torch_checks):
+    # The first run on a real H200 (world size 1) reported "algbw 294929.33 GB/s" from timing a no-op.
+    result = torch_checks.allreduce.merge(
+        rank_context(settings_for(gpus("NVIDIA H200", "9.0", 1), world_size=1)), allreduce_results(365.0, 1)
+    )
+    assert result.status == "pass" and "no bandwidth measured" in result.detail and "GB/s," not in result.detail
+    assert result.metrics["algbw_gbps"] is None and result.metrics["busbw_gbps"] is None

@@ -78,8 +78,10 @@ def merge(ctx: RankContext, results: list[Result]) -> Result:
     first = results[0].metrics
     size, n = first["bytes"], len(results)
     slowest = max(result.metrics["time_s"] for result in results)
-    algbw = size / slowest / 1e9
-    busbw = bus_bandwidth(algbw, n)
+    # One rank moves nothing between cards: a bandwidth from its timing is a meaningless figure (the H200 run
+    # printed 294,929 GB/s), so none is reported.
+    algbw = size / slowest / 1e9 if n > 1 else None
+    busbw = bus_bandwidth(algbw, n) if algbw is not None else None
     floor = ctx.settings.thresholds.get("busbw_floor_gbps")
     applies = ctx.is_cuda and n > 1 and floor is not None
     source = ctx.settings.threshold_sources.get("busbw_floor_gbps")
@@ -87,8 +89,8 @@ def merge(ctx: RankContext, results: list[Result]) -> Result:
         "bytes": size,
         "world_size": n,
         "time_s": round(slowest, 6),
-        "algbw_gbps": round(algbw, 3),
-        "busbw_gbps": round(busbw, 3),
+        "algbw_gbps": None if algbw is None else round(algbw, 3),
+        "busbw_gbps": None if busbw is None else round(busbw, 3),
         "busbw_floor_gbps": floor if applies else None,
         "busbw_floor_source": source if applies else None,
         "correct_on_every_rank": all(result.status == PASS for result in results),
@@ -121,7 +123,10 @@ def merge(ctx: RankContext, results: list[Result]) -> Result:
             f" (nvidia-smi nvlink --status) and run nccl-tests all_reduce_perf",
             metrics,
         )
-    cost = f"{size / 2**20:.1f} MiB in {slowest * 1e3:.2f} ms: algbw {algbw:.2f} GB/s, busbw {busbw:.2f} GB/s"
+    if busbw is None:
+        cost = f"{size / 2**20:.1f} MiB on one rank: no bandwidth measured (nothing crosses between cards)"
+    else:
+        cost = f"{size / 2**20:.1f} MiB in {slowest * 1e3:.2f} ms: algbw {algbw:.2f} GB/s, busbw {busbw:.2f} GB/s"
     if applies and busbw < floor:
         return Result(
             "allreduce",

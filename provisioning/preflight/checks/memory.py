@@ -29,8 +29,8 @@ from provisioning.preflight.report import FAIL, PASS, SEVERITY, WARN, Result, me
 
 # Each measure and how a failure names it: (what the fullest card does, what the emptiest card does).
 MEASURES = {
-    "peak_bytes": ("it peaks at", " uses"),
-    "device_used_bytes": ("its card's used memory (mem_get_info) is at", "'s card is at"),
+    "peak_bytes": ("it peaks at", " uses", "peak allocated by torch"),
+    "device_used_bytes": ("its card's used memory (mem_get_info) is at", "'s card is at", "card's used memory"),
 }
 
 
@@ -66,7 +66,10 @@ def run(ctx: RankContext) -> Result:
 
 
 def evaluate(
-    peaks: list[int], capacities: list[int], thresholds: dict[str, Any], words: tuple[str, str] = MEASURES["peak_bytes"]
+    peaks: list[int],
+    capacities: list[int],
+    thresholds: dict[str, Any],
+    words: tuple[str, str, str] = MEASURES["peak_bytes"],
 ) -> tuple[str, str]:
     fractions = [peak / capacity for peak, capacity in zip(peaks, capacities, strict=True)]
     low, high = thresholds.get("balance_low_fraction"), thresholds.get("balance_high_fraction")
@@ -89,7 +92,8 @@ def evaluate(
             f"memory_balance warns on rank {small}: its peak is {ratio:.0%} of the largest ({shown});"
             f" the split is uneven (rule: >= {min_ratio:.0%})"
         )
-    return PASS, f"balanced: min/max {ratio:.2f}; {shown}"
+    # Named by its measure: merge() joins one verdict per measure, which would otherwise read as two "balanced".
+    return PASS, f"balanced ({words[2]}): min/max {ratio:.2f}; {shown}"
 
 
 def merge(ctx: RankContext, results: list[Result]) -> Result:
