@@ -2,9 +2,9 @@
 
 With METRICS_TOKEN set, every client (loopback too) needs `Authorization: Bearer <token>`: 401 without it or
 with another token (compared in constant time). Without it, a client that is not on loopback gets 403. A
-request that came through a proxy (any X-Forwarded-For, Forwarded or X-Real-IP header) is never a loopback
-client, whatever REMOTE_ADDR says: a proxy on the same machine connects from loopback on behalf of anyone,
-and a header the client wrote itself proves nothing either.
+request that came through a proxy (any forwarding header: X-Forwarded-*, Forwarded, Via, X-Real-IP,
+X-Client-IP, True-Client-IP, ...) is never a loopback client, whatever REMOTE_ADDR says: a proxy on the same
+machine connects from loopback on behalf of anyone, and a header the client wrote itself proves nothing either.
 """
 
 from __future__ import annotations
@@ -24,11 +24,22 @@ from config.metrics_http import REQUEST_LATENCY
 # The text format every Prometheus version reads (the library's newest type, 1.0.0, only matters for names
 # outside ASCII, and Prometheus 3 refuses a type it does not know).
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
-PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+# The headers proxies add (each proxy adds its own choice of them: any one is enough to mark the request as
+# proxied); every X-Forwarded-* header counts too.
+PROXY_HEADERS = (
+    "HTTP_FORWARDED", "HTTP_VIA", "HTTP_X_REAL_IP", "HTTP_X_CLIENT_IP", "HTTP_TRUE_CLIENT_IP",
+    "HTTP_CF_CONNECTING_IP", "HTTP_FASTLY_CLIENT_IP", "HTTP_X_CLUSTER_CLIENT_IP", "HTTP_X_ORIGINAL_FORWARDED_FOR",
+)
+PROXY_HEADER_PREFIX = "HTTP_X_FORWARDED_"
+
+
+def came_through_a_proxy(request: HttpRequest) -> bool:
+    """Whether the request carries any header a proxy adds (present at all, even empty)."""
+    return any(header in PROXY_HEADERS or header.startswith(PROXY_HEADER_PREFIX) for header in request.META)
 
 
 def is_loopback_client(request: HttpRequest) -> bool:
-    if any(request.META.get(header) for header in PROXY_HEADERS):
+    if came_through_a_proxy(request):
         return False
     try:
         return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback

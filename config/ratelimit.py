@@ -28,11 +28,16 @@ COUNTED = {
     ("shop:order_find", "POST"): "lookups",
 }
 # Views that check an order token: a 404 counts as a failed guess, and past the limit they all answer 429.
+# Every one of them: a view left out is a free guessing oracle (tests/security/test_ratelimit.py).
 TOKEN_CHECKED = {
     "api_order_detail",
     "api_order_paid",
+    "api_order_extend",
+    "api_refund_address",
     "shop:order_status",
     "shop:order_paid",
+    "shop:order_extend",
+    "shop:refund_address",
     "shop:order_manifest",
     "shop:order_receipt",
 }

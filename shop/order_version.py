@@ -93,6 +93,7 @@ class OrderVersion:
     tx_hashes: dict[int, list[str]] = field(default_factory=dict)
     runs: list[dict] = field(default_factory=list)
     kinds: frozenset[str] = frozenset()
+    status: str = ""  # the order's
 
     def has(self, kind: str) -> bool:
         """Whether the order has any rows of that kind: `r` refunds, `e` extensions, `g` access, `m` manifest."""
@@ -129,7 +130,7 @@ def _version_of(rows: list[tuple]) -> OrderVersion:
     for row in rows:
         kind = row[0]
         if kind == "o":
-            order_id = int(row[1])
+            order_id, status = int(row[1]), row[3]
             row = (kind, row[1], *row[3:])  # without the nonce
         elif kind == "p" and row[2] is None:
             first_payment_id = int(row[1])
@@ -148,6 +149,7 @@ def _version_of(rows: list[tuple]) -> OrderVersion:
         tx_hashes={payment: sorted(set(hashes)) for payment, hashes in tx_hashes.items()},
         runs=runs,  # oldest first: the runs' rows sort by their created_at
         kinds=frozenset(row[0] for row in rows),
+        status=status,
     )
 
 

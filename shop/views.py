@@ -323,15 +323,18 @@ def order_status(request: HttpRequest, reference: str, token: str) -> HttpRespon
     if len(messages.get_messages(request)):  # a one-time message: rendered for this visit alone, never kept
         return _status_page(request, order_read(version), token, version=version)
     language, minute = get_language(), str(int(timezone.now().timestamp()) // PAGE_VERSION_SECONDS)
+    catalog = _catalog_shown(version)
 
     def etag() -> str:
         # The browser's copy holds forms whose tokens come from its CSRF secret: the same secret, the same copy
         # (the one this request came with, or the one its answer sets).
-        return version.etag("page", language, minute, request.META.get("CSRF_COOKIE", ""))
+        return version.etag("page", language, minute, catalog, request.META.get("CSRF_COOKIE", ""))
 
     if etag_matches(request, etag()):
         return not_modified(etag())
-    key = page_key("order", version.etag("page", language, minute), request.get_host(), request.get_full_path())
+    key = page_key(
+        "order", version.etag("page", language, minute, catalog), request.get_host(), request.get_full_path()
+    )
     response = page_kept(
         request,
         key=key,
@@ -355,6 +358,12 @@ def order_paid(request: HttpRequest, reference: str, token: str) -> HttpResponse
             messages.success(request, _("Thank you: we are checking the chain now. This page updates by itself."))
             return redirect(order_status_path(order))
     return _status_page(request, order, token, paid_form=form, status=400)
+
+
+def _catalog_shown(version: OrderVersion) -> str:
+    """The catalog's version when the page shows its prices (a running rental's Extend form), else "": a price
+    staff change gives the page a new version at once, and the pages of other orders keep theirs."""
+    return catalog_data().version if version.status == OrderStatus.ACTIVE else ""
 
 
 def _extendable(order: Order) -> bool:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import ast
 import base64
+import json
 import os
+import re
 import secrets
+import subprocess
+import sys
 from pathlib import Path
+
+import yaml
 
 from tests.servers import ROOT
 
+COMPOSE_FILE = ROOT / "docker-compose.yml"
 SOURCE_PACKAGES = ("config", "shop", "payments", "provisioning")
 ENV_HELPERS = {"env_str", "env_bool", "env_int", "env_list"}
 # Read by prefix: `CHAIN_RPC_URLS_<NETWORK>` (payments.networks.rpc_env_name).
@@ -95,3 +102,66 @@ def clean_environment(**values: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not is_read(key, read)}
     env.update(values)
     return env
+
+
+def service_environment(service: dict) -> dict[str, str]:
+    """A compose service's `environment`, in either of its forms."""
+    env = service.get("environment", {})
+    if isinstance(env, list):  # the KEY=value form
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return env
+
+
+# The innermost `${NAME}`, `${NAME:-default}`, `${NAME-default}`, `${NAME:?error}` or `${NAME?error}`.
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?])([^{}]*))?\}")
+
+
+def compose_value(text: str, dotenv: dict[str, str]) -> str:
+    """A value of the compose file as the container gets it, with an operator's `.env` (`dotenv`)."""
+
+    def resolve(match: re.Match) -> str:
+        name, colon, kind, word = match.groups()
+        given = dotenv.get(name)
+        missing = given is None or (colon == ":" and given == "")
+        if missing and kind == "?":
+            raise ValueError(f"compose refuses to start without {name}: {word}")
+        return (word or "") if missing and kind == "-" else (given or "")
+
+    text = str(text).replace("$$", "\x00")
+    while True:
+        resolved = _INTERPOLATION.sub(resolve, text)
+        if resolved == text:
+            return resolved.replace("\x00", "$")
+        text = resolved
+
+
+def compose_service_environment(name: str, dotenv: dict[str, str]) -> dict[str, str]:
+    """The environment docker-compose.yml gives service `name`, with an operator's `.env`."""
+    service = yaml.safe_load(COMPOSE_FILE.read_text())["services"][name]
+    return {key: compose_value(value, dotenv) for key, value in service_environment(service).items()}
+
+
+def compose_operator_values() -> dict[str, str]:
+    """What an operator's `.env` holds at least: every value the compose file refuses to start without."""
+    return {
+        **production_values(),
+        "SITE_URL": "https://shop.example.org",
+        "POSTGRES_PASSWORD": "a" * 32,
+        "REDIS_PASSWORD": "b" * 32,
+    }
+
+
+def settings_under(environment: dict[str, str], prefix: str) -> dict[str, object]:
+    """The settings whose names start with `prefix`, as the settings module `environment` names computes them
+    from `environment` alone, in a fresh interpreter (this process's settings were made from its own)."""
+    code = (
+        "import importlib, json, os; "
+        "module = importlib.import_module(os.environ['DJANGO_SETTINGS_MODULE']); "
+        f"print(json.dumps({{k: v for k, v in vars(module).items() if k.startswith({prefix!r})}}))"
+    )
+    read = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=clean_environment(**environment), capture_output=True,
+        text=True, timeout=60,
+    )
+    assert read.returncode == 0, read.stderr
+    return json.loads(read.stdout)

@@ -10,10 +10,16 @@ import subprocess
 import pytest
 import yaml
 
-from tests.deploy.settings_env import clean_environment, is_read, production_values, variables_read
+from tests.deploy.settings_env import (
+    COMPOSE_FILE,
+    clean_environment,
+    compose_operator_values,
+    is_read,
+    variables_read,
+)
+from tests.deploy.settings_env import service_environment as environment
 from tests.servers import ROOT
 
-COMPOSE_FILE = ROOT / "docker-compose.yml"
 SHOP_SERVICES = ("web", "worker", "beat")
 SERVICES = (*SHOP_SERVICES, "postgres", "redis", "anvil")
 RESTART_POLICIES = {"always", "unless-stopped", "on-failure"}
@@ -22,13 +28,6 @@ RESTART_POLICIES = {"always", "unless-stopped", "on-failure"}
 @pytest.fixture(scope="module")
 def compose() -> dict:
     return yaml.safe_load(COMPOSE_FILE.read_text())
-
-
-def environment(service: dict) -> dict[str, str]:
-    env = service.get("environment", {})
-    if isinstance(env, list):  # the KEY=value form
-        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
-    return env
 
 
 def test_the_stack_has_the_shop_its_servers_and_a_dev_chain(compose):
@@ -113,13 +112,7 @@ if _compose_plugin():
     def test_docker_compose_accepts_the_file_where_the_compose_plugin_exists(tmp_path):
         key = tmp_path / "node_ssh_key"
         key.write_text("")
-        values = {
-            **production_values(),
-            "SITE_URL": "https://shop.example.org",
-            "POSTGRES_PASSWORD": "a" * 32,
-            "REDIS_PASSWORD": "b" * 32,
-            "NODE_SSH_KEY_PATH": str(key),
-        }
+        values = {**compose_operator_values(), "NODE_SSH_KEY_PATH": str(key)}
         values["METRICS_TOKEN"] = "c" * 32
         for profile in ([], ["--profile", "dev"], ["--profile", "monitoring"]):
             checked = subprocess.run(

@@ -51,8 +51,15 @@ def test_a_client_that_is_not_on_loopback_is_refused_without_a_token(client, add
 
 @pytest.mark.parametrize(
     "header",
-    ["HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP"],
-    ids=["x-forwarded-for", "forwarded", "x-real-ip"],
+    [
+        "HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP", "HTTP_X_FORWARDED_PROTO", "HTTP_VIA",
+        "HTTP_X_FORWARDED_HOST", "HTTP_X_CLIENT_IP", "HTTP_TRUE_CLIENT_IP", "HTTP_X_FORWARDED_PORT",
+        "HTTP_CF_CONNECTING_IP",
+    ],
+    ids=[
+        "x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-proto", "via", "x-forwarded-host", "x-client-ip",
+        "true-client-ip", "x-forwarded-port", "cf-connecting-ip",
+    ],
 )
 def test_a_request_through_a_proxy_is_not_a_loopback_client_whatever_it_claims(client, header):
     # A proxy on the same machine connects from loopback on behalf of anyone; the header names loopback too

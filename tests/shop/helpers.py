@@ -15,3 +15,25 @@ def stored_counts() -> dict[str, int]:
         model.__name__: model.objects.count()
         for model in (Order, OrderEvent, Reservation, PaymentRequest, AddressCursor)
     }
+
+
+def order_running(reference: str, *, days: int = 7):
+    """The order handed over through its transition writer (paid, preparing, active), its rental running for
+    `days`: what the page of a rental shows (its Extend form) without a payment on the chain."""
+    import datetime as dt
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from shop.models import Order
+    from shop.orders import order_transition
+
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(reference=reference)
+        for status in ("paid", "preparing"):
+            order_transition(order=order, to=status, actor="operator", reason="handed over in a test")
+        order.active_since = timezone.now()
+        order.ends_at = order.active_since + dt.timedelta(days=days)
+        order.save(update_fields=["active_since", "ends_at"])
+        order_transition(order=order, to="active", actor="system", reason="handed over in a test")
+    return order

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from payments.models import Credit, CreditKind, Notice, PaymentRequest, Refund
 from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
-from shop.models import Order, OrderStatus
-from tests.shop.helpers import ORDERS_URL
+from shop.models import Duration, Order, OrderStatus
+from tests.shop.helpers import ORDERS_URL, order_running
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]
 
@@ -275,3 +275,27 @@ def test_a_kept_page_shows_the_clock_of_this_visit(placed):
 
     shown = dt.datetime.fromisoformat(page.split('data-server-now="', 1)[1].split('"', 1)[0])
     assert shown >= before - dt.timedelta(seconds=1)
+
+
+def test_a_price_staff_change_in_the_admin_shows_on_the_kept_page_of_a_rental_at_once(placed, admin_client):
+    # Given a running rental whose page, with its Extend form, is kept and held by the customer's browser
+    order_running(placed["reference"])
+    browser = Client()
+    first = browser.get(page_path(placed))
+    etag = first.headers["ETag"]
+    week = Duration.objects.get(days=7)
+    assert f"7 days, {week.price_per_lot_usd} USD per lot" in first.content.decode()
+
+    # When staff change the 7-day price in the admin
+    saved = admin_client.post(
+        f"/admin/shop/duration/{week.pk}/change/",
+        {"days": 7, "price_per_lot_usd": "2990.00", "purpose_en": week.purpose_en, "active": "on"},
+    )
+    assert saved.status_code == 302, saved.content[:2000]
+
+    # Then the browser's next poll gets the page again, with the new price and a new ETag; so does a new visitor
+    again = browser.get(page_path(placed), headers={"If-None-Match": etag})
+    assert again.status_code == 200
+    assert "7 days, 2990.00 USD per lot" in again.content.decode()
+    assert again.headers["ETag"] != etag
+    assert "7 days, 2990.00 USD per lot" in Client().get(page_path(placed)).content.decode()
