@@ -122,7 +122,7 @@ def test_the_order_pages_extend_form_shows_the_refusal_on_the_form(chain, custom
     # The page comes back with the form and the refusal on it (not a redirect), and nothing is opened
     assert response.status_code == 409
     page = response.content.decode()
-    form = page.split('id="extend"', 1)[1].split("</form>", 1)[0]
+    form = page.split('class="extend-form"', 1)[1].split("</form>", 1)[0]
     assert f"Extension {first['id']} " in form and first["payment"]["amount"] in form
     assert Extension.objects.count() == 1
 
