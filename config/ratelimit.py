@@ -1,5 +1,5 @@
-"""Per-client-IP rate limits on placing orders, "I have paid", "Find my order" and order-token guesses; and per
-email address on "Find my order".
+"""Per-client-IP rate limits on placing orders, "I have paid", extending a rental, "Find my order" and order-token
+guesses; and per email address on "Find my order".
 
 Counters live in the default Django cache (`CACHE_URL`), in fixed windows. `RATELIMIT_ENABLE` is read
 at request time, so tests and load runs can flip it. A limited request gets 429 with `Retry-After`
@@ -26,6 +26,8 @@ COUNTED = {
     ("shop:order_paid", "POST"): "paid",
     ("api_order_lookup", "POST"): "lookups",
     ("shop:order_find", "POST"): "lookups",
+    ("api_order_extend", "POST"): "extensions",
+    ("shop:order_extend", "POST"): "extensions",
 }
 # Views that check an order token: a 404 counts as a failed guess, and past the limit they all answer 429.
 # Every one of them: a view left out is a free guessing oracle (tests/security/test_ratelimit.py).
@@ -53,6 +55,8 @@ def limits() -> dict[str, Limit]:
     return {
         "orders": Limit(settings.RATELIMIT_ORDERS, settings.RATELIMIT_WINDOW_S),
         "paid": Limit(settings.RATELIMIT_PAID, settings.RATELIMIT_WINDOW_S),
+        # Each extension opened watches a new address for days: few are ever needed.
+        "extensions": Limit(settings.RATELIMIT_EXTENSIONS, settings.RATELIMIT_WINDOW_S),
         "token_failures": Limit(settings.RATELIMIT_TOKEN_FAILURES, settings.RATELIMIT_WINDOW_S),
         "lookups": Limit(settings.RATELIMIT_LOOKUPS, settings.RATELIMIT_WINDOW_S),
         # Its own, longer window: it caps the emails a stranger can make one address receive.

@@ -33,7 +33,7 @@ def clean_tx_hash(value: str | None) -> str:
 def payment_notice_submit(*, order: Order, tx_hash: str = "", language: str = "") -> Notice:
     """Store the notice, mark the order as reported (once), and check on commit. Repeating is harmless.
     It covers the order's extensions too: each one still waiting for its money gets a notice of its own and
-    is marked reported (once). Returns the first payment's notice."""
+    is marked reported (once); one job checks them all. Returns the first payment's notice."""
     tx_hash = clean_tx_hash(tx_hash)
     reason = "the customer pressed 'I have paid'" + (f" with {tx_hash}" if tx_hash else "")
     with transaction.atomic():
@@ -46,10 +46,10 @@ def payment_notice_submit(*, order: Order, tx_hash: str = "", language: str = ""
         )
         notice = Notice.objects.create(payment=payment, tx_hash=tx_hash, language=language[:8])
         order_payment_outcome(order_id=order.pk, outcome=OrderPaymentOutcome.REPORTED, actor="customer", reason=reason)
-        # With the broker down the notice and its job are kept: beat sends the check once the broker is back.
-        job_enqueue(NOTICE_VERIFY, notice_id=notice.pk)
+        more = []
         for extension_payment in waiting:
             extension_notice = Notice.objects.create(payment=extension_payment, tx_hash=tx_hash, language=language[:8])
+            more.append(extension_notice.pk)
             order_payment_outcome(
                 order_id=order.pk,
                 outcome=OrderPaymentOutcome.REPORTED,
@@ -57,6 +57,8 @@ def payment_notice_submit(*, order: Order, tx_hash: str = "", language: str = ""
                 reason=reason,
                 extension_id=extension_payment.extension_id,
             )
-            job_enqueue(NOTICE_VERIFY, notice_id=extension_notice.pk)
+        # One job per press, whatever it covers: a press costs one stored check, never one per item.
+        # With the broker down the notices and their job are kept: beat sends the check once the broker is back.
+        job_enqueue(NOTICE_VERIFY, notice_id=notice.pk, **({"more_notice_ids": more} if more else {}))
     return notice
 

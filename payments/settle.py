@@ -11,6 +11,7 @@
 | any after the deadline                    | late          | needs_review; lots held as they were |
 | ... and the order's lots are gone         | late          | needs_review; all of it due back at once (refund) |
 | any on another network or in another token| wrong_network | needs_review; lots held as they were |
+| ... beside the full amount of the right one| as if it were not there | as if it were not there; it is due back apart |
 "Lots held as they were": until the payment window's end (or a reviewer's extension), or without an end once
 the full amount was seen. A top-up to the same address completes an underpayment.
 A reviewer's decision (accepted or rejected) is final: later passes only update the figures.
@@ -81,17 +82,31 @@ def payment_status_for(payment: PaymentRequest, credits: list) -> tuple[str, int
     confirmations = min((credit.confirmations for credit in matching), default=0)
     amount = int(payment.amount_base_units)
     kinds = {credit.kind for credit in counted}
-    if CreditKind.WRONG_NETWORK in kinds or CreditKind.WRONG_ASSET in kinds:
+    status = _status_in_the_asset_asked_for(kinds, received=received, final=final, amount=amount, matching=matching)
+    # Money in another asset or network is an item apart (recorded, shown to reviewers, due back): it calls for a
+    # reviewer only when the asset asked for does not pay in full. A stranger's 1 unit of a self-made token sent
+    # to a public address must not hold up a full payment.
+    pays_in_full = status in SETTLED or (status == P.DETECTED and received >= amount)
+    if kinds & FOREIGN_KINDS and not pays_in_full:
         return P.WRONG_NETWORK, received, confirmations
-    if CreditKind.LATE in kinds:
-        return P.LATE, received, confirmations
-    if final >= amount:
-        return (P.CONFIRMED if final == amount else P.OVERPAID), received, confirmations
-    if received == 0:
+    if status == P.PENDING:
         return P.PENDING, 0, 0
+    return status, received, confirmations
+
+
+FOREIGN_KINDS = {CreditKind.WRONG_NETWORK, CreditKind.WRONG_ASSET}
+
+
+def _status_in_the_asset_asked_for(kinds: set, *, received: int, final: int, amount: int, matching: list) -> str:
+    if CreditKind.LATE in kinds:
+        return P.LATE
+    if final >= amount:
+        return P.CONFIRMED if final == amount else P.OVERPAID
+    if received == 0:
+        return P.PENDING
     if received >= amount or any(not credit.final for credit in matching):
-        return P.DETECTED, received, confirmations
-    return P.UNDERPAID, received, confirmations
+        return P.DETECTED
+    return P.UNDERPAID
 
 
 def _reason(status: str, credits: list) -> str:

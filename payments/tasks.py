@@ -69,13 +69,17 @@ def payment_settle_task(payment_id: int) -> str | None:
 
 
 @job_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2, retry_backoff_max=60, max_retries=6)
-def notice_verify_task(notice_id: int) -> None:
-    for payment_id in notice_verify(notice_id=notice_id):
-        payment_settle(payment_id=payment_id)
-        # Without a tx hash, or to see confirmations move: a pass over the order's network, now.
-        network_id = PaymentRequest.objects.filter(pk=payment_id).values_list("asset__network_id", flat=True).first()
-        if network_id is not None:
-            scan_network_task.delay(network_id)
+def notice_verify_task(notice_id: int, more_notice_ids: list[int] | None = None) -> None:
+    """One "I have paid" press: its notice and those of the other items it covers (the order's extension), in
+    one job, however many there are."""
+    network_ids = set()
+    for one in [notice_id, *(more_notice_ids or [])]:
+        for payment_id in notice_verify(notice_id=one):
+            payment_settle(payment_id=payment_id)
+            network_ids |= set(PaymentRequest.objects.filter(pk=payment_id).values_list("asset__network_id", flat=True))
+    # Without a tx hash, or to see confirmations move: a pass over each network concerned, now (one each).
+    for network_id in sorted(network_ids):
+        scan_network_task.delay(network_id)
 
 
 @job_task(

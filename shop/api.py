@@ -21,7 +21,7 @@ from config.conditional import etag_matches, not_modified, validator_set
 from config.page_cache import page_key
 from payments.notices import payment_notice_submit
 from shop.catalog import catalog_current
-from shop.extension_placement import ExtensionRefused, ExtensionRequest, extension_create
+from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
 from shop.models import HypothesisKind
 from shop.order_input import (
     MAX_LOTS_PER_ORDER,
@@ -397,6 +397,9 @@ class ExtendInput(serializers.Serializer):
 
 class RefusedOutput(serializers.Serializer):
     detail = serializers.CharField()
+    extension = ExtensionOutput(
+        required=False, help_text="The extension that still awaits its payment, when that is why: pay it first"
+    )
 
 
 class OrderExtendApi(APIView):
@@ -427,6 +430,10 @@ class OrderExtendApi(APIView):
         )
         try:
             extension = extension_create(order=order, request=asked)
+        except ExtensionAwaitingPayment as exc:
+            waiting = extension_representation(exc.extension, notices=exc.extension.payment.notices.count())
+            body = {"detail": str(exc), "extension": ExtensionOutput(waiting).data}
+            return Response(body, status=status.HTTP_409_CONFLICT)
         except ExtensionRefused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except OrderInputError as exc:

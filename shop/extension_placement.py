@@ -15,7 +15,12 @@ from django.utils import timezone
 from payments.checkout import payment_request_open, quote_prepare
 from payments.models import Asset
 from payments.quotes import QuoteError
-from shop.extensions import extension_open, extension_refusal
+from shop.extensions import (
+    extension_awaiting_payment,
+    extension_open,
+    extension_refusal,
+    extension_waiting_refusal,
+)
 from shop.models import Extension, Order, order_total_usd
 from shop.order_input import resolve_asset, resolve_duration
 from shop.orders import OrderInputError
@@ -25,6 +30,22 @@ log = logging.getLogger(__name__)
 
 class ExtensionRefused(Exception):
     """The order cannot be extended now (not active, or its rental has ended); the message says why."""
+
+
+class ExtensionAwaitingPayment(ExtensionRefused):
+    """Another extension of the order still awaits its payment: the message names it, `extension` is it."""
+
+    def __init__(self, extension: Extension) -> None:
+        super().__init__(extension_waiting_refusal(extension=extension))
+        self.extension = extension
+
+
+def _refuse_unless_extendable(order: Order, now: dt.datetime) -> None:
+    if refusal := extension_refusal(order=order, now=now):
+        raise ExtensionRefused(refusal)
+    # One at a time: each extension watches an address of its own for days, and each "I have paid" checks it.
+    if waiting := extension_awaiting_payment(order=order):
+        raise ExtensionAwaitingPayment(waiting)
 
 
 @dataclass(frozen=True)
@@ -44,10 +65,10 @@ def extension_asset(*, order: Order, request: ExtensionRequest) -> Asset:
 
 def extension_create(*, order: Order, request: ExtensionRequest, now: dt.datetime | None = None) -> Extension:
     """Open an extension of an active rental with its own payment request. Raises ExtensionRefused when the order
-    cannot be extended, OrderInputError on a bad duration or asset (nothing is stored then)."""
+    cannot be extended (ExtensionAwaitingPayment while another extension awaits its money), OrderInputError on a
+    bad duration or asset (nothing is stored then)."""
     now = now or timezone.now()
-    if refusal := extension_refusal(order=order, now=now):  # before any quote: no RPC for a refused request
-        raise ExtensionRefused(refusal)
+    _refuse_unless_extendable(order, now)  # before any quote: no RPC for a refused request
     duration = resolve_duration(request.duration_days)
     asset = extension_asset(order=order, request=request)
     total = order_total_usd(lots=order.lots, price_per_lot_usd=duration.price_per_lot_usd)
@@ -57,8 +78,8 @@ def extension_create(*, order: Order, request: ExtensionRequest, now: dt.datetim
         raise OrderInputError("asset", str(exc)) from None
     with transaction.atomic():
         locked = Order.objects.select_for_update().get(pk=order.pk)
-        if refusal := extension_refusal(order=locked, now=now):  # the rental may have ended meanwhile
-            raise ExtensionRefused(refusal)
+        # Again under the lock: the rental may have ended, or a concurrent request opened one, meanwhile.
+        _refuse_unless_extendable(locked, now)
         extension = extension_open(
             order=locked, duration_days=duration.days, price_per_lot_usd=duration.price_per_lot_usd,
             total_usd=total, now=now,

@@ -15,12 +15,14 @@ import logging
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from config.jobs.outbox import job_enqueue
 from config.transition_event import status_move
+from payments.fields import format_units
+from payments.models import Credit, CreditKind
 from provisioning.models import AccessGrant
 from shop.models import Extension, ExtensionEvent, ExtensionStatus, Order, OrderStatus
 from shop.orders import order_note
@@ -71,9 +73,35 @@ def extension_refusal(*, order: Order, now: dt.datetime) -> str:
     return ""
 
 
+def extension_awaiting_payment(*, order: Order) -> Extension | None:
+    """The order's extension whose money is still awaited (`awaiting_payment` or `payment_reported`): at most
+    one per order, as extension_create refuses a second under the order's row lock."""
+    return (
+        Extension.objects.filter(order=order, status__in=OPEN_STATUSES)
+        .select_related("payment__asset__network")
+        .order_by("pk")
+        .first()
+    )
+
+
+def extension_waiting_refusal(*, extension: Extension) -> str:
+    """Why another extension is refused while this one awaits its money: it names the one to pay."""
+    payment = extension.payment
+    return _(
+        "Extension %(id)s still awaits its payment of %(amount)s %(asset)s to %(address)s (shown on the order "
+        "page): pay it, or let its payment window end, before asking for another."
+    ) % {
+        "id": extension.pk,
+        "amount": format_units(payment.amount_base_units, payment.decimals),
+        "asset": payment.asset.symbol,
+        "address": payment.address,
+    }
+
+
 def extension_open(*, order: Order, duration_days: int, price_per_lot_usd, total_usd, now: dt.datetime) -> Extension:
     """A new extension in its first state, with its first event row. The caller holds the order's row lock,
-    has checked `extension_refusal`, and opens its payment request in the same transaction."""
+    has checked `extension_refusal` and that none awaits its payment (`extension_awaiting_payment`), and opens
+    its payment request in the same transaction."""
     extension = Extension.objects.create(
         order=order,
         status=E.AWAITING_PAYMENT,
@@ -90,13 +118,26 @@ def extension_open(*, order: Order, duration_days: int, price_per_lot_usd, total
     return extension
 
 
+def extension_money_arrived_at(*, extension_id: int) -> dt.datetime | None:
+    """When the extension's money arrived: the block time of the last counted transfer in the asset asked for
+    (of any counted transfer when none came in it: a reviewer may accept another asset). None: nothing came."""
+    credits = Credit.objects.counted().filter(payment__extension_id=extension_id).exclude(kind=CreditKind.GAS)
+    own = credits.filter(kind__in=(CreditKind.MATCH, CreditKind.LATE)).aggregate(at=Max("block_timestamp"))["at"]
+    return own or credits.aggregate(at=Max("block_timestamp"))["at"]
+
+
 def extension_money_late(*, extension_id: int, now: dt.datetime) -> bool:
-    """Money for this extension cannot be used: it is not applied and its rental is over (or no longer runs)."""
+    """Money for this extension cannot be used: it is not applied, and it arrived after the rental's end (with
+    none arrived yet: the end has passed), or the rental no longer runs (its access was taken back).
+    Judged by when the money arrived, never by when it is looked at: a reviewer may come after the end."""
     extension = Extension.objects.select_related("order").get(pk=extension_id)
     if extension.status == E.APPLIED:
         return False
     order = extension.order
-    return order.status != OrderStatus.ACTIVE or order.ends_at is None or order.ends_at <= now
+    if order.status != OrderStatus.ACTIVE or order.ends_at is None:
+        return True
+    arrived = extension_money_arrived_at(extension_id=extension_id)
+    return (arrived or now) >= order.ends_at
 
 
 def extension_apply(*, extension: Extension, order: Order, actor: str, reason: str, now: dt.datetime) -> None:
@@ -138,7 +179,7 @@ class ExtensionRule:
 
 _X = ExtensionOutcome
 # Each payment outcome: the extension status it leads to, and from where. Every move is in EXTENSION_TRANSITIONS.
-# PAID becomes NEEDS_REVIEW instead when the rental no longer runs (extension_payment_outcome).
+# PAID becomes NEEDS_REVIEW instead when its money came after the rental ended (extension_payment_outcome).
 EXTENSION_PAYMENT_OUTCOMES: dict[str, ExtensionRule] = {
     _X.PAID: ExtensionRule(
         target=E.APPLIED,
@@ -185,8 +226,8 @@ def extension_payment_outcome(
         log.warning("extension %s: payment outcome %s ignored in status %s", extension.pk, outcome, extension.status)
         return extension
     if rule.target == E.APPLIED:
-        refusal = extension_refusal(order=order, now=now)
-        if refusal:
+        # Money that arrived before the end buys its days even when it is confirmed (or accepted) after it.
+        if extension_money_late(extension_id=extension.pk, now=now):
             why = f"{reason}; paid after the rental ended: the money is due back"
             extension_transition(extension=extension, to=E.NEEDS_REVIEW, actor=actor, reason=why, now=now)
             return extension

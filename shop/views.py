@@ -27,7 +27,7 @@ from payments.notices import payment_notice_submit
 from payments.refunds import refund_address_give
 from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import Catalog, catalog_current, catalog_data
-from shop.extension_placement import ExtensionRefused, ExtensionRequest, extension_create
+from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
 from shop.extensions import extension_refusal
 from shop.forms import ConfigureForm, ContactForm, ExtendForm, PaidForm, PaymentForm
 from shop.models import HypothesisKind, Order, OrderStatus, order_total_usd
@@ -387,6 +387,9 @@ def order_extend(request: HttpRequest, reference: str, token: str) -> HttpRespon
         asked = ExtensionRequest(duration_days=form.cleaned_data["duration_days"], network=network, asset=symbol)
         try:
             extension = extension_create(order=order, request=asked)
+        except ExtensionAwaitingPayment as exc:  # the form stays, with the extension to pay named on it
+            form.add_error(None, str(exc))
+            return _status_page(request, order, token, extend_form=form, status=409)
         except ExtensionRefused as exc:
             messages.error(request, str(exc))
             return redirect(order_status_path(order))

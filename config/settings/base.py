@@ -180,6 +180,7 @@ RATELIMIT_ENABLE = env_bool("RATELIMIT_ENABLE", True)
 RATELIMIT_WINDOW_S = env_int("RATELIMIT_WINDOW_S", 600)
 RATELIMIT_ORDERS = env_int("RATELIMIT_ORDERS", 10)
 RATELIMIT_PAID = env_int("RATELIMIT_PAID", 30)
+RATELIMIT_EXTENSIONS = env_int("RATELIMIT_EXTENSIONS", 10)
 RATELIMIT_TOKEN_FAILURES = env_int("RATELIMIT_TOKEN_FAILURES", 20)
 # "Find my order": per client IP, and per email address asked about (the emails a stranger can trigger).
 RATELIMIT_LOOKUPS = env_int("RATELIMIT_LOOKUPS", 10)

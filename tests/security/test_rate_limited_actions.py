@@ -1,4 +1,5 @@
-"""Placing orders and "I have paid" are limited per client IP: past the budget, 429 with Retry-After, nothing stored."""
+"""Placing orders, "I have paid" and extending are limited per client IP: past the budget, 429 with Retry-After,
+nothing stored."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from django.core.cache import cache
 from django.test import Client
 
 from payments.models import Notice, PaymentRequest
-from shop.models import Order
+from shop.models import Extension, Order
+from tests.security.helpers import page_path
 
 
 @pytest.fixture
@@ -15,6 +17,7 @@ def limits_on(settings):
     settings.RATELIMIT_ENABLE = True
     settings.RATELIMIT_ORDERS = 2
     settings.RATELIMIT_PAID = 3
+    settings.RATELIMIT_EXTENSIONS = 3
     cache.clear()
     yield settings
     cache.clear()
@@ -73,6 +76,26 @@ def test_behind_a_trusted_proxy_the_limit_follows_the_forwarded_client_address(
 
     assert first == [201, 201, 429]
     assert (forged, other) == (429, 201)
+
+
+def test_extending_past_the_limit_is_refused_with_429_on_the_api_and_the_page(limits_on, placed):
+    # Given a client that asked to extend an order three times (each answered, here 409: it does not run yet)
+    client = Client()
+    extend = f"/api/v1/orders/{placed['reference']}/extend/"
+    headers = {"X-Order-Token": placed["access_token"]}
+    answers = [
+        client.post(extend, {"duration_days": 3}, content_type="application/json", headers=headers).status_code
+        for _ in range(4)
+    ]
+    # The order page's Extend form shares the budget
+    form = client.post(f"{page_path(placed)}extend/", {"duration_days": 3, "payment_option": "local:USDC"})
+
+    assert answers == [409, 409, 409, 429]
+    assert form.status_code == 429 and int(form["Retry-After"]) > 0
+    assert Extension.objects.count() == 0
+    # Another client address still gets an answer
+    other = Client(REMOTE_ADDR="203.0.113.9")
+    assert other.post(extend, {"duration_days": 3}, content_type="application/json", headers=headers).status_code == 409
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
+from django.db import transaction
+from django.utils import timezone
+
 from payments.models import PaymentRequest
 from shop.models import Order
+from shop.orders import order_transition
 
 ORDERS_URL = "/api/v1/orders/"
 CATALOG_URL = "/api/v1/catalog/"
@@ -39,3 +45,43 @@ def pay(chain, customer, scan_pass, *, short_by: int = 0) -> dict:
     chain.mine(1)
     scan_pass()
     return placed
+
+
+def paid_in_usdc(chain, customer, scan_pass) -> dict:
+    """An order for one lot paid in USDC and confirmed."""
+    placed = customer.order()
+    sent = chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    customer.paid(placed, sent.tx_hash)
+    chain.mine(1)
+    scan_pass()
+    assert customer.read(placed)["status"] == "paid"
+    return placed
+
+
+def rental_active(placed: dict, *, ends_in: dt.timedelta = dt.timedelta(days=7)) -> Order:
+    """The order handed over (its preparation passed): active, its rental clock running."""
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(reference=placed["reference"])
+        order_transition(order=order, to="preparing", actor="operator", reason="prepare")
+        now = timezone.now()
+        order.active_since, order.ends_at = now, now + ends_in
+        order.save(update_fields=["active_since", "ends_at"])
+        order_transition(order=order, to="active", actor="system", reason="every node passed its preflight")
+    return order
+
+
+def extend(customer, placed: dict, token: str | None = None, **body):
+    """POST orders/<reference>/extend/ through the API with the order's token (or `token`)."""
+    with customer.capture(execute=True):
+        return customer.client.post(
+            f"{ORDERS_URL}{placed['reference']}/extend/",
+            body,
+            content_type="application/json",
+            headers={"X-Order-Token": token or placed["access_token"]},
+        )
+
+
+def settle_rounds(chain, scan_pass) -> None:
+    """Two more blocks and a verifier pass: what was sent is final."""
+    chain.mine(2)
+    scan_pass()

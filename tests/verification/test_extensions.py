@@ -14,47 +14,12 @@ from payments.models import Notice, PaymentRequest, Refund
 from payments.review import Decision, ReviewError, payment_review_decide
 from shop.extensions import extensions_expire_overdue
 from shop.models import Extension, ExtensionEvent, Order
-from shop.orders import order_transition
 from shop.outbox import email_enqueue
 from tests.verification.helpers import ORDERS_URL, units
-
-
-def _paid_order(chain, customer, scan_pass) -> dict:
-    """An order for one lot paid in USDC and confirmed."""
-    placed = customer.order()
-    sent = chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
-    customer.paid(placed, sent.tx_hash)
-    chain.mine(1)
-    scan_pass()
-    assert customer.read(placed)["status"] == "paid"
-    return placed
-
-
-def _active(placed: dict, *, ends_in: dt.timedelta = dt.timedelta(days=7)) -> Order:
-    """The order handed over (its preparation passed): active, its rental clock running."""
-    with transaction.atomic():
-        order = Order.objects.select_for_update().get(reference=placed["reference"])
-        order_transition(order=order, to="preparing", actor="operator", reason="prepare")
-        now = timezone.now()
-        order.active_since, order.ends_at = now, now + ends_in
-        order.save(update_fields=["active_since", "ends_at"])
-        order_transition(order=order, to="active", actor="system", reason="every node passed its preflight")
-    return order
-
-
-def _extend(customer, placed: dict, token: str | None = None, **body):
-    with customer.capture(execute=True):
-        return customer.client.post(
-            f"{ORDERS_URL}{placed['reference']}/extend/",
-            body,
-            content_type="application/json",
-            headers={"X-Order-Token": token or placed["access_token"]},
-        )
-
-
-def _settle_rounds(chain, scan_pass) -> None:
-    chain.mine(2)
-    scan_pass()
+from tests.verification.helpers import extend as _extend
+from tests.verification.helpers import paid_in_usdc as _paid_order
+from tests.verification.helpers import rental_active as _active
+from tests.verification.helpers import settle_rounds as _settle_rounds
 
 
 def test_a_paid_extension_moves_the_end_of_an_active_rental_by_its_days(chain, customer, scan_pass, mailoutbox):
