@@ -12,15 +12,17 @@ import json
 from django.core import mail
 from django.utils import timezone
 
-from payments.models import PaymentRequest, Refund
+from payments.models import PaymentRequest, Refund, Sweep, UnexpectedOutflow
 from payments.review import Decision, payment_review_decide
 from payments.treasury import gas_account_address
 from shop.cancellation import order_cancel_with_refunds
+from tests.metrics_scrape import scrape, value
 from tests.signer.chain import run_signer
 from tests.verification.helpers import order_of, payment_of, units
 from tests.verification.money_out import (
     CUSTOMER_WALLET,
     EXCESS,
+    TREASURY,
     balance,
     overpaid,
     refund_approved,
@@ -114,6 +116,7 @@ def test_a_refund_of_a_rejected_payment_is_recorded_confirmed_and_never_planned_
 def test_a_refund_in_two_plans_before_any_scan_is_paid_once_by_two_signer_runs(
     treasurers_key, chain, customer, scan_pass, client, tmp_path, settings
 ):
+    settings.METRICS_TOKEN = ""
     # Given an overpaid order's approved refund, and no treasury (nothing is swept: the address keeps its money)
     settings.TREASURY_ADDRESS = ""
     placed, refund = overpaid(chain, customer, scan_pass)
@@ -128,6 +131,9 @@ def test_a_refund_in_two_plans_before_any_scan_is_paid_once_by_two_signer_runs(
     assert done.returncode == 0, done.stdout + done.stderr
     second = plan_of(client, treasurer)
     assert planned_refunds(second) == [refund.pk]  # the server does not know yet
+    # (staff see it: the refund's history shows both plans, /metrics counts it)
+    assert refund.events.filter(reason="named in a treasury plan of local").count() == 2
+    assert value(scrape(client), "payments_refunds_planned_again") == 1
     again, sent = sign(second, treasurers_key, chain, tmp_path, "tuesday")
 
     # Then the second run sends nothing: the customer got the excess once, the address keeps the quote
@@ -143,3 +149,29 @@ def test_a_refund_in_two_plans_before_any_scan_is_paid_once_by_two_signer_runs(
     scan_pass()
     assert Refund.objects.get(pk=refund.pk).status in ("sent", "confirmed")
     assert planned_refunds(plan_of(client, treasurer)) == []
+    assert value(scrape(client), "payments_refunds_planned_again") == 0
+
+
+def test_a_sweep_of_an_address_past_its_watch_window_is_recorded_in_the_books(
+    treasurers_key, chain, customer, scan_pass, client, tmp_path
+):
+    # Given a paid order whose watch window is over, its money still on the address
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    PaymentRequest.objects.filter(pk=payment_of(placed).pk).update(watch_until=timezone.now() - dt.timedelta(days=1))
+    chain.wallet.pay_native(gas_account_address(), 10**18)
+
+    # When the treasurer's plan sweeps it and the scan runs
+    done, sent = sign(plan_of(client, staff("treasurer", "tom")), treasurers_key, chain, tmp_path, "sweep")
+    assert done.returncode == 0, done.stdout + done.stderr
+    chain.mine(3)
+    scan_pass()
+
+    # Then the books show the sweep (the address is empty for them too), and nothing unexpected
+    (swept,) = [entry for entry in sent if entry["kind"] == "sweep"]
+    recorded = list(Sweep.objects.values_list("tx_hash", "amount_base_units"))
+    assert recorded == [(swept["tx_hash"].lower(), units(placed))]
+    assert not UnexpectedOutflow.objects.exists()
+    assert balance(chain.node.url, chain.usdc, TREASURY) == units(placed)
