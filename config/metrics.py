@@ -17,7 +17,7 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from payments.models import Network, PaymentRequest, PaymentStatus, ScanCursor, UnexpectedOutflow
+from payments.models import Network, PaymentRequest, Refund, ScanCursor, UnexpectedOutflow
 from payments.rpc_config import rpc_urls
 from provisioning.models import Node, NodeState, PreparationRun, RunStatus
 from shop.capacity import lots_available
@@ -79,7 +79,7 @@ def scan_lag_blocks(network: Network, cursor: ScanCursor | None, watching: bool)
 def _payments(now: dt.datetime) -> Iterator[Metric]:
     networks = [n for n in Network.objects.filter(enabled=True).order_by("position", "slug") if rpc_urls(n)]
     cursors = {c.network_id: c for c in ScanCursor.objects.filter(network__in=networks)}
-    watching = PaymentRequest.objects.filter(watch_until__gte=now).exclude(status=PaymentStatus.REJECTED).exists()
+    watching = PaymentRequest.objects.watched(now).exists()
     open_by_network = dict(
         PaymentRequest.objects.filter(order__status__in=OPEN_ORDER_STATUSES)
         .values_list("asset__network__slug")
@@ -121,6 +121,11 @@ def _payments(now: dt.datetime) -> Iterator[Metric]:
         "payments_unexpected_outflows",
         "Transfers out of a deposit address that no refund or sweep explains (a leaked key?).",
         value=UnexpectedOutflow.objects.count(),
+    )
+    yield GaugeMetricFamily(
+        "payments_refunds_planned_again",
+        "Approved refunds that two treasury plans or more named: paid and not recorded yet, or a plan not run.",
+        value=Refund.objects.planned_again().count(),
     )
     yield GaugeMetricFamily(
         "payments_review_oldest_seconds",

@@ -168,6 +168,23 @@ class AddressCursor(models.Model):
         return f"{self.key_fingerprint[:12]}: next {self.next_index}"
 
 
+class PaymentRequestQuerySet(models.QuerySet):
+    def watched(self, now) -> PaymentRequestQuerySet:
+        """The deposit addresses the scan reads: in their watch window (a rejected payment's money is decided),
+        or, whatever the window and the status, while a refund from it is approved or sent (money leaves or
+        waits for confirmations), or while the treasury plan named it (`plan_watch_until`: its sweep is on the
+        way). An address is watched while the books say money leaves it, and only then: the cost stays bounded
+        by the open orders, the open refunds and the last plan's items."""
+        leaving = Refund.objects.filter(
+            payment=models.OuterRef("pk"), status__in=(RefundStatus.APPROVED, RefundStatus.SENT)
+        )
+        return self.filter(
+            (Q(watch_until__gte=now) & ~Q(status=PaymentStatus.REJECTED))
+            | Q(plan_watch_until__gte=now)
+            | models.Exists(leaving)
+        )
+
+
 class PaymentRequest(models.Model):
     # An order has several: its first payment (`order.payment`, extension null) and one per extension.
     order = models.ForeignKey("shop.Order", on_delete=models.PROTECT, related_name="payments")
@@ -196,6 +213,9 @@ class PaymentRequest(models.Model):
 
     # The address stays watched long after the quote's window: late money reaches a reviewer.
     watch_until = models.DateTimeField(null=True, blank=True)
+    # Set by each treasury plan that names the address (payments/treasury.py): the scan reads it until then,
+    # whatever its window or status, so the signer's sweep of it is recorded.
+    plan_watch_until = models.DateTimeField(null=True, blank=True)
 
     status = models.CharField(max_length=16, choices=PaymentStatus.choices, default=PaymentStatus.PENDING)
     received_base_units = BaseUnitsField(default=0)
@@ -212,6 +232,8 @@ class PaymentRequest(models.Model):
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = PaymentRequestQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -378,6 +400,9 @@ class RefundStatus(models.TextChoices):
     REJECTED = "rejected", _("Rejected")
 
 
+REFUND_PLANNED = "named in a treasury plan"  # the reason of the event row each plan writes for its refunds
+
+
 class RefundQuerySet(models.QuerySet):
     def open(self) -> RefundQuerySet:
         """Still being decided: its amount may follow the chain, its address may change."""
@@ -386,6 +411,12 @@ class RefundQuerySet(models.QuerySet):
     def committed(self) -> RefundQuerySet:
         """Approved, sent or confirmed: its amount is owed (or paid), it never changes again."""
         return self.filter(status__in=(RefundStatus.APPROVED, RefundStatus.SENT, RefundStatus.CONFIRMED))
+
+    def planned_again(self) -> RefundQuerySet:
+        """Approved, and named by two treasury plans or more: the signer may have paid it with no scan having
+        recorded it yet (its second payment is refused by the signer's refund register), or a plan was not run."""
+        plans = models.Count("events", filter=Q(events__reason__startswith=REFUND_PLANNED))
+        return self.filter(status=RefundStatus.APPROVED).annotate(plans=plans).filter(plans__gte=2)
 
 
 class Refund(models.Model):

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from config.log_context import log_context
 from payments.credits import TRANSFER_TOPIC, Transfer, address_topic, credit_record, topic_address
-from payments.models import Asset, Network, PaymentRequest, PaymentStatus, ScanCursor
+from payments.models import Asset, Network, PaymentRequest, ScanCursor
 from payments.native import chunks, top_level_moves, unexplained_balance_transfers
 from payments.networks import network_health_record, rpc_client
 from payments.outflows import outflow_record, outflows_reconfirm
@@ -93,12 +93,9 @@ def _final_block(network: Network, client: RpcClient, avoid: Collection[str] = (
 
 
 def watched_payments(now: dt.datetime) -> list[PaymentRequest]:
-    """Every deposit address still watched, on any network: money on the wrong chain is found too."""
-    return list(
-        PaymentRequest.objects.filter(watch_until__gte=now)
-        .exclude(status=PaymentStatus.REJECTED)
-        .select_related("asset__network")
-    )
+    """Every deposit address still watched (PaymentRequest.objects.watched), on any network: money on the wrong
+    chain is found too; a refund or sweep from it is recorded whenever the signer sends it."""
+    return list(PaymentRequest.objects.watched(now).select_related("asset__network"))
 
 
 def _cursor(network: Network, head: Head, watched: list[PaymentRequest]) -> ScanCursor:

@@ -5,16 +5,33 @@ addresses do not derive from the treasurer's own mnemonic.
 An address is in the plan once every transfer it received is final. Approved refunds are paid from it first;
 money owed to refunds not approved yet stays on it; the rest of a settled (or rejected) payment's address goes
 to the treasury (`TREASURY_ADDRESS_<NETWORK>`, else `TREASURY_ADDRESS`; with neither, nothing is swept).
+
+Every address a plan names is watched by the scan for PAYMENT_WATCH_DAYS more (`plan_watch_until`), whatever its
+payment's window or status, and an approved refund keeps its address watched until it is confirmed
+(PaymentRequest.objects.watched): what the signer sends from it is recorded, so a refund it paid is never planned
+again. Each refund a plan names gets an event row (REFUND_PLANNED): a refund named by two plans is visible to staff.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
 from eth_utils import is_address, to_checksum_address
 
 from payments.addresses import gas_account_address, key_fingerprint
-from payments.models import CreditKind, Network, PaymentRequest, PaymentStatus, RefundStatus
+from payments.models import (
+    REFUND_PLANNED,
+    CreditKind,
+    Network,
+    PaymentRequest,
+    PaymentStatus,
+    RefundEvent,
+    RefundStatus,
+)
 from payments.networks import rpc_client, treasury_address
 from payments.rpc import RpcClient
 
@@ -83,6 +100,7 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
     balances = _balances(client, [(payment.address, contract) for payment, contract in wanted])
     symbols = {(a.contract or "").lower(): a.symbol for a in network.assets.all()}
     items, held_back, transfers = [], [], defaultdict(int)
+    planned_payments, planned_refunds = set(), []
     for (payment, contract), balance in zip(wanted, balances, strict=True):
         refunds = [
             r for r in payment.refunds.all() if r.token_contract.lower() == contract and r.chain_id == network.chain_id
@@ -115,8 +133,11 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
                 "sweep_base_units": sweep,
             }
         )
+        planned_payments.add(payment.pk)
+        planned_refunds += approved
         transfers["token" if contract else "native"] += len(approved) + (1 if sweep else 0)
         transfers["native"] += 1 if contract else 0  # the token address's gas top-up
+    _planned_record(network=network, payment_ids=planned_payments, refunds=planned_refunds)
     gas_account = gas_account_address()
     gas_price, gas_balance = client.batch([("eth_gasPrice", []), ("eth_getBalance", [gas_account, "latest"])])
     gas_units = transfers["token"] * TOKEN_TRANSFER_GAS + transfers["native"] * NATIVE_TRANSFER_GAS
@@ -134,3 +155,18 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
     }
 
 
+def _planned_record(*, network: Network, payment_ids: set[int], refunds: list, now: dt.datetime | None = None) -> None:
+    """The scan reads every address this plan sends from until the signer has surely run (a sweep of an
+    address past its window, or of a rejected payment, is recorded too), and each planned refund gets an event
+    row: staff see a refund that two plans named (paid, and not recorded yet, or a plan that was not run)."""
+    now = now or timezone.now()
+    until = now + dt.timedelta(days=settings.PAYMENT_WATCH_DAYS)
+    with transaction.atomic():
+        PaymentRequest.objects.filter(pk__in=payment_ids).update(plan_watch_until=until)
+        RefundEvent.objects.bulk_create(
+            RefundEvent(
+                refund=refund, created_at=now, from_status=refund.status, to_status=refund.status,
+                actor="treasury plan", reason=f"{REFUND_PLANNED} of {network.slug}",
+            )
+            for refund in refunds
+        )

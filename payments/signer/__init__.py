@@ -20,4 +20,11 @@ of the two copies can ever be mined), and reports a failure if the nonce was tak
 journal belongs to one plan (the plan's digest is in it) and one run at a time (a lock beside it). Without the
 journal (lost), the balance check stops a second payment where the plan moves the whole balance: a refund or
 sweep that was mined left the address holding less than the plan's sum.
+
+A refund is paid once across plans (`journal.RefundRegister`): every refund signed is also written, before its
+broadcast, to a register keyed `refund:<chain id>:<refund id>` that outlives the plan (`--refund-register`, by
+default `payments-signer/refunds-<gas account>.json` in the treasurer's state directory, `$XDG_STATE_HOME` or
+`~/.local/state`). A later plan that names the refund again (the shop's scan has not recorded the transfer yet)
+resumes that transaction as a journal entry is resumed, reported "sent by an earlier plan: not sent again"; it
+never signs a second one.
 """

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from payments.signer.chain import Chain
-from payments.signer.journal import Journal
+from payments.signer.journal import Journal, RefundRegister, default_register_path
 from payments.signer.keys import plan_accounts, read_mnemonic
 from payments.signer.plan import PlanError, in_sending_order, load_plan
 from payments.signer.transfers import ItemRefused, Signer
@@ -28,6 +28,11 @@ def arguments(argv):
     parser.add_argument("--rpc-url", required=True, help="a JSON-RPC endpoint of the plan's chain")
     parser.add_argument("--dry-run", action="store_true", help="print what would be sent, send nothing")
     parser.add_argument("--json", type=Path, help="write every transaction to this file (and its journal beside)")
+    parser.add_argument(
+        "--refund-register",
+        type=Path,
+        help="every refund signed, across plans (default: ~/.local/state/payments-signer/refunds-<gas account>.json)",
+    )
     return parser.parse_args(argv)  # a usage error exits with 2 (argparse)
 
 
@@ -59,11 +64,16 @@ def main(argv=None) -> int:
     try:
         # A dry run reads it too (what is left to send), and never writes or locks it.
         journal = Journal(journal_path(args), plan.digest, lock=not args.dry_run)
+        register = RefundRegister(
+            args.refund_register or default_register_path(gas_account.address), lock=not args.dry_run
+        )
     except PlanError as error:
         print(f"refused: {error}", file=sys.stderr)
         return USAGE_ERROR
     # Each line as soon as its receipt is in: a run cut short still shows what it sent.
-    signer = Signer(chain, plan, journal, dry_run=args.dry_run, echo=functools.partial(print, flush=True))
+    signer = Signer(
+        chain, plan, journal, dry_run=args.dry_run, echo=functools.partial(print, flush=True), register=register
+    )
     ok = True
     for item in in_sending_order(plan.items):
         try:

@@ -10,7 +10,7 @@ from eth_account.signers.local import LocalAccount
 from web3.exceptions import Web3RPCError
 
 from payments.signer.chain import Chain, WouldRevert, transfer_data
-from payments.signer.journal import Journal, transfer_name
+from payments.signer.journal import Journal, RefundRegister, refund_key, transfer_name
 from payments.signer.plan import Item, Plan
 
 NATIVE_TRANSFER_GAS = 21_000
@@ -33,13 +33,20 @@ class Sent:
     gas_used: int | None = None
     fee_paid: int | None = None
     resumed: bool = False  # found in the journal (sent by an earlier run), not signed by this one
+    earlier_plan: bool = False  # a refund found in the refund register: signed for an earlier plan
 
     def line(self) -> str:
         gas = f"gas {self.gas_used}" if self.gas_used is not None else f"gas limit {self.gas_limit}"
         return (
             f"{self.kind:<6} {self.sender} -> {self.to} {self.amount} {self.asset} "
-            f"tx {self.tx_hash or '-'} {self.status}{' (journal)' if self.resumed else ''} {gas}"
+            f"tx {self.tx_hash or '-'} {self.status}{self._origin} {gas}"
         )
+
+    @property
+    def _origin(self) -> str:
+        if self.earlier_plan:
+            return " (sent by an earlier plan: not sent again)"
+        return " (journal)" if self.resumed else ""
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -50,8 +57,17 @@ class ItemRefused(Exception):
 
 
 class Signer:
-    def __init__(self, chain: Chain, plan: Plan, journal: Journal, *, dry_run: bool, echo) -> None:
+    def __init__(
+        self, chain: Chain, plan: Plan, journal: Journal, *, dry_run: bool, echo, register: RefundRegister | None = None
+    ) -> None:
         self.chain, self.plan, self.journal, self.dry_run, self.echo = chain, plan, journal, dry_run, echo
+        self.register = register
+        # Each refund's transfer name in this plan -> its key in the register, the same in every plan.
+        self.refund_keys = {
+            transfer_name(item.address, item.contract, f"refund:{refund.id}"): refund_key(plan.chain_id, refund.id)
+            for item in plan.items
+            for refund in item.refunds
+        }
         self.sent: list[Sent] = []
         self.chain_id = plan.chain_id
         # Where money may go: the plan's refund addresses and treasury; gas only to its deposit addresses.
@@ -113,17 +129,36 @@ class Signer:
         sent.tx_hash = "0x" + bytes(signed.hash).hex()
         # Written and flushed before the broadcast: a crash after it leaves a rerun the same bytes to resend.
         entry = {"nonce": tx["nonce"], "hash": sent.tx_hash, "raw": bytes(signed.raw_transaction).hex()}
-        self.journal.record(sent.name, {**entry, "gas": gas, "max_fee_per_gas": max_fee, "amount": sent.amount})
+        entry = {**entry, "gas": gas, "max_fee_per_gas": max_fee, "amount": sent.amount}
+        self.journal.record(sent.name, entry)
+        self._register(sent.name, sent.sender, entry)
         try:
             self.chain.broadcast(bytes(signed.raw_transaction), sent.tx_hash)
         except Web3RPCError as error:
             self.journal.forget(sent.name)
+            if self.register is not None and sent.name in self.refund_keys:
+                self.register.forget(self.refund_keys[sent.name])
             sent.status = f"refused by the node: {error}"
             return self._record(sent)
         return self._finish(sent, self.chain.wait(sent.tx_hash))
 
     def journaled(self, name: str) -> dict | None:
         return self.journal.get(name)
+
+    def _register(self, name: str, sender: str, entry: dict) -> None:
+        """A refund's signed transfer, in the register too (written before its broadcast, as in the journal)."""
+        if self.register is None or self.dry_run or name not in self.refund_keys:
+            return
+        key = self.refund_keys[name]
+        if self.register.get(key) is None:
+            self.register.record(key, {**entry, "plan": self.plan.digest, "sender": sender})
+
+    def _registered(self, name: str, sender: str) -> dict | None:
+        """The transfer an earlier plan signed for this refund, if any: resumed, never signed again."""
+        entry = self.register.get(self.refund_keys[name]) if self.register is not None else None
+        if entry is not None and entry.get("sender") != sender:
+            raise ItemRefused(f"{self.refund_keys[name]} was signed from {entry.get('sender')}, not {sender}")
+        return entry
 
     # One item.
     def carry_out(self, item: Item, account: LocalAccount, gas_account: LocalAccount) -> None:
@@ -144,10 +179,16 @@ class Signer:
         for what, kind, to, amount in slots:
             name = transfer_name(item.address, item.contract, what)
             entry = self.journaled(name)
-            if entry is None:
-                pending.append((name, kind, to, amount))
-            else:
+            if entry is not None:
+                self._register(name, account.address, entry)  # signed before the register knew it
                 self.resume(self._sent(kind, item, account.address, to, amount, name), entry)
+            elif kind == "refund" and (earlier := self._registered(name, account.address)) is not None:
+                # Paid (or pending) by an earlier plan that the shop has not recorded yet: that transfer, not a new one.
+                sent = self._sent(kind, item, account.address, to, amount, name)
+                sent.earlier_plan = True
+                self.resume(sent, earlier)
+            else:
+                pending.append((name, kind, to, amount))
         if not pending:
             return
         fresh = len(pending) == len(slots)

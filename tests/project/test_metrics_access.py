@@ -17,7 +17,7 @@ FAMILIES = {
     "payments_scan_last_success_timestamp_seconds", "payments_rpc_errors_total", "payments_unexpected_outflows_total",
     "provisioning_nodes", "provisioning_preparations_total", "outbox_emails_pending",
     "payments_scan_lag_budget_blocks", "payments_network_up", "payments_review_oldest_seconds",
-    "shop_paid_unprepared_oldest_seconds", "http_request_duration_seconds",
+    "shop_paid_unprepared_oldest_seconds", "http_request_duration_seconds", "payments_refunds_planned_again",
 }
 
 pytestmark = pytest.mark.django_db

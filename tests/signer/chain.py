@@ -90,12 +90,14 @@ def mnemonic_file(directory: Path, mnemonic: str = MNEMONIC, mode: int = 0o600) 
 
 
 def run_signer(plan: dict | Path, mnemonic: Path, rpc_url: str, *extra: str, directory: Path):
-    """`python -m payments.signer` in a process of its own, with no Django settings in its environment."""
+    """`python -m payments.signer` in a process of its own, with no Django settings in its environment; its
+    state directory (the refund register) in `directory`, shared by the test's runs and no other test's."""
     if isinstance(plan, dict):
         path = directory / "plan.json"
         path.write_text(json.dumps(plan))
         plan = path
     environment = {key: value for key, value in os.environ.items() if not key.startswith("DJANGO_")}
+    environment["XDG_STATE_HOME"] = str(directory / "state")
     command = [sys.executable, "-m", "payments.signer", "--plan", str(plan), "--mnemonic-file", str(mnemonic)]
     return subprocess.run(
         [*command, "--rpc-url", rpc_url, *extra],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import shutil
 import sys
 
 import pytest
@@ -320,8 +321,33 @@ def test_a_lost_journal_cannot_pay_twice(chain, plan, people, tmp_path):
     (tmp_path / "sent.json.journal").unlink()
     again = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path)
     assert again.returncode == 1
-    assert again.stderr.count("the address holds") == 2  # both items: their balance is below the plan's sum now
+    assert again.stdout.count("sent by an earlier plan: not sent again") == 2  # the refunds: the refund register
+    assert again.stderr.count("the address holds 0 now") == 1  # the token sweep: the balance check
     assert_paid_once(chain, plan, people, sent)
+    # The refund register lost too: the balance check alone stops both items
+    shutil.rmtree(tmp_path / "state")
+    third = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path)
+    assert third.returncode == 1
+    assert third.stderr.count("the address holds") == 2  # both items: their balance is below the plan's sum now
+    assert_paid_once(chain, plan, people, sent)
+
+
+def test_a_refund_a_later_plan_names_again_is_not_paid_again_from_the_money_left(chain, plan, people, tmp_path):
+    """The shop has not recorded the first payment of refund 7 yet, so its next plan (another digest, another
+    folder, hence another journal) names it again, and the address holds enough to pay it twice."""
+    first = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, "--json", str(tmp_path / "a.json"),
+                       directory=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    native = plan["items"][0]["address"]
+    chain.fund(native, NATIVE_DEPOSIT)  # more money on the address since
+    later = {**plan, "items": [{**plan["items"][0], "balance_base_units": NATIVE_DEPOSIT, "sweep_base_units": 0}]}
+    (tmp_path / "later").mkdir()
+    again = run_signer(later, mnemonic_file(tmp_path), chain.node.url, "--json", str(tmp_path / "later" / "b.json"),
+                       directory=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "refund" in again.stdout and "sent by an earlier plan: not sent again" in again.stdout
+    assert chain.eth(people["native_refund"]) == NATIVE_REFUND  # once
+    assert chain.nonce(native) == 2  # the first plan's refund and sweep, nothing since
 
 
 def test_the_signer_imports_no_django_and_nothing_of_the_shop(tmp_path):

@@ -8,40 +8,22 @@ import csv
 import io
 import json
 
-import pytest
-from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
 from django.core import mail
 
 from payments.models import Refund, Sweep, UnexpectedOutflow
-from payments.rpc import RpcClient
 from payments.treasury import gas_account_address
-from tests.signer.chain import MNEMONIC, run_signer
+from tests.signer.chain import run_signer
 from tests.verification.helpers import payment_of, units
-from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, TREASURY, refund_approved, staff
+from tests.verification.money_out import (
+    CUSTOMER_WALLET,
+    EXCESS,
+    TREASURY,
+    balance,
+    refund_approved,
+    staff,
+)
 
 STRAY_USDT = 3_000_000
-
-
-@pytest.fixture
-def treasurers_key(settings, monkeypatch, tmp_path):
-    """The shop's deposit addresses derive from the treasurer's mnemonic (its account xpub on the server);
-    the mnemonic itself only in a 0600 file on 'the treasurer's machine'."""
-    seed = Bip39SeedGenerator(MNEMONIC).Generate()
-    account = Bip44.FromSeed(seed, Bip44Coins.ETHEREUM).Purpose().Coin().Account(0)
-    settings.PAYMENTS_XPUB = account.PublicKey().ToExtended()
-    settings.TREASURY_ADDRESS = TREASURY
-    path = tmp_path / "mnemonic.txt"
-    path.write_text(MNEMONIC + "\n")
-    path.chmod(0o600)
-    return path
-
-
-def balance(url: str, token: str | None, address: str) -> int:
-    client = RpcClient([url])
-    if token is None:
-        return int(client.call("eth_getBalance", [address, "latest"]), 16)
-    data = "0x70a08231" + address.lower()[2:].rjust(64, "0")
-    return int(client.call("eth_call", [{"to": token, "data": data}, "latest"]), 16)
 
 
 def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balances_on_chain(
