@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from eth_abi import encode
+from eth_abi import decode, encode
 from hexbytes import HexBytes
 from web3 import HTTPProvider, Web3
 from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
 
 BALANCE_OF = bytes.fromhex("70a08231")  # balanceOf(address)
 TRANSFER = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
+SYMBOL, DECIMALS = bytes.fromhex("95d89b41"), bytes.fromhex("313ce567")  # symbol(), decimals()
 
 # A fee cap one base-fee step (EIP-1559: at most +12.5% a block) above the next block's, so that a transfer
 # is mined even if the next block is full; the native sweep alone uses the exact next base fee (see sweep_fee).
@@ -40,6 +41,27 @@ class Chain:
     def token_balance(self, contract: str, address: str) -> int:
         answer = self.w3.eth.call({"to": contract, "data": BALANCE_OF + encode(["address"], [address])}, "latest")
         return int.from_bytes(answer, "big")
+
+    def token_metadata(self, contract: str) -> tuple[str, int | None]:
+        """(symbol, decimals) as the token contract answers them, never as a plan says: ("", None) for what does
+        not answer (no code, a revert); a bytes32 symbol (old tokens) is read too."""
+        try:
+            answer = bytes(self.w3.eth.call({"to": contract, "data": DECIMALS}, "latest"))
+        except (ContractLogicError, Web3RPCError, ValueError):
+            return "", None
+        if len(answer) != 32 or int.from_bytes(answer, "big") > 77:  # no code answers b"": not a token
+            return "", None
+        decimals = int.from_bytes(answer, "big")
+        try:
+            answer = bytes(self.w3.eth.call({"to": contract, "data": SYMBOL}, "latest"))
+        except (ContractLogicError, Web3RPCError, ValueError):
+            answer = b""
+        try:
+            (symbol,) = decode(["string"], answer)
+        except Exception:  # not an ABI string: a bytes32, or nothing
+            symbol = answer[:32].rstrip(b"\0").decode("utf-8", "replace")
+        # Printable characters only: a symbol is printed to the treasurer, who must not see forged lines.
+        return "".join(ch for ch in symbol if ch.isprintable()).strip()[:32], decimals
 
     def balance(self, contract: str | None, address: str) -> int:
         return self.native_balance(address) if contract is None else self.token_balance(contract, address)

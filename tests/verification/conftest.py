@@ -10,6 +10,7 @@ import io
 import os
 
 import pytest
+from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
 from django.core.management import call_command
 from django.test import Client
 
@@ -18,8 +19,10 @@ from payments.models import Asset, Network
 from payments.networks import rpc_client
 from payments.rpc import RpcClient
 from tests.servers import Anvil
+from tests.signer.chain import MNEMONIC, mnemonic_file
 from tests.verification.chain import Chain, Wallet
 from tests.verification.helpers import ORDERS_URL
+from tests.verification.money_out import TREASURY
 from tests.verification.rpc_proxy import RpcProxy
 
 
@@ -128,3 +131,14 @@ def providers(chain, monkeypatch):
     yield proxies
     for proxy in proxies:
         proxy.stop()
+
+
+@pytest.fixture
+def treasurers_key(settings, tmp_path):
+    """The shop's deposit addresses derive from the treasurer's mnemonic (its account xpub on the server);
+    the mnemonic itself only in a 0600 file on 'the treasurer's machine'."""
+    seed = Bip39SeedGenerator(MNEMONIC).Generate()
+    account = Bip44.FromSeed(seed, Bip44Coins.ETHEREUM).Purpose().Coin().Account(0)
+    settings.PAYMENTS_XPUB = account.PublicKey().ToExtended()
+    settings.TREASURY_ADDRESS = TREASURY
+    return mnemonic_file(tmp_path)

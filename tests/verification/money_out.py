@@ -7,6 +7,7 @@ from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 
 from payments.models import Refund
+from payments.rpc import RpcClient
 from tests.verification.helpers import ORDERS_URL, payment_of, units
 
 CUSTOMER_WALLET = "0x52908400098527886E0F7030069857D2E4169EE7"  # EIP-55's own example, checksummed
@@ -54,3 +55,11 @@ def refund_approved(client, placed: dict, refund: Refund, reviewer: str) -> Refu
     approved = decide(client, refund.pk, "approve", reviewer)
     assert approved.status_code == 200, approved.content
     return refund
+
+
+def balance(url: str, token: str | None, address: str) -> int:
+    client = RpcClient([url])
+    if token is None:
+        return int(client.call("eth_getBalance", [address, "latest"]), 16)
+    data = "0x70a08231" + address.lower()[2:].rjust(64, "0")
+    return int(client.call("eth_call", [{"to": token, "data": data}, "latest"]), 16)

@@ -8,40 +8,15 @@ import csv
 import io
 import json
 
-import pytest
-from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
 from django.core import mail
 
 from payments.models import Refund, Sweep, UnexpectedOutflow
-from payments.rpc import RpcClient
 from payments.treasury import gas_account_address
-from tests.signer.chain import MNEMONIC, run_signer
+from tests.signer.chain import run_signer
 from tests.verification.helpers import payment_of, units
-from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, TREASURY, refund_approved, staff
+from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, TREASURY, balance, refund_approved, staff
 
 STRAY_USDT = 3_000_000
-
-
-@pytest.fixture
-def treasurers_key(settings, monkeypatch, tmp_path):
-    """The shop's deposit addresses derive from the treasurer's mnemonic (its account xpub on the server);
-    the mnemonic itself only in a 0600 file on 'the treasurer's machine'."""
-    seed = Bip39SeedGenerator(MNEMONIC).Generate()
-    account = Bip44.FromSeed(seed, Bip44Coins.ETHEREUM).Purpose().Coin().Account(0)
-    settings.PAYMENTS_XPUB = account.PublicKey().ToExtended()
-    settings.TREASURY_ADDRESS = TREASURY
-    path = tmp_path / "mnemonic.txt"
-    path.write_text(MNEMONIC + "\n")
-    path.chmod(0o600)
-    return path
-
-
-def balance(url: str, token: str | None, address: str) -> int:
-    client = RpcClient([url])
-    if token is None:
-        return int(client.call("eth_getBalance", [address, "latest"]), 16)
-    data = "0x70a08231" + address.lower()[2:].rjust(64, "0")
-    return int(client.call("eth_call", [{"to": token, "data": data}, "latest"]), 16)
 
 
 def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balances_on_chain(
@@ -72,7 +47,13 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     assert plan.json()["gas_account"] == gas_account
     (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
     done = run_signer(
-        tmp_path / "plan.json", treasurers_key, chain.node.url, "--json", str(tmp_path / "run.json"), directory=tmp_path
+        tmp_path / "plan.json",
+        treasurers_key,
+        chain.node.url,
+        "--json",
+        str(tmp_path / "run.json"),
+        directory=tmp_path,
+        treasury=TREASURY,
     )
 
     # Then every transfer was mined
@@ -107,7 +88,13 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     assert sorted(kinds) == ["credit"] * 4 + ["gas"] * 3 + ["refund"] * 2 + ["sweep"] * 2
     # And a second run sends nothing more
     again = run_signer(
-        tmp_path / "plan.json", treasurers_key, url, "--json", str(tmp_path / "run.json"), directory=tmp_path
+        tmp_path / "plan.json",
+        treasurers_key,
+        url,
+        "--json",
+        str(tmp_path / "run.json"),
+        directory=tmp_path,
+        treasury=TREASURY,
     )
     assert again.returncode == 0, again.stdout + again.stderr
     assert balance(url, chain.usdc, TREASURY) == units(overpaid) + units(paid)
@@ -136,7 +123,7 @@ def test_two_equal_refunds_to_the_same_wallet_are_both_paid_and_each_confirmed_b
     # When the treasurer runs the signer on the plan
     plan = client.get("/api/v1/treasury/plan/?network=local", headers={"Authorization": f"Token {treasurer}"})
     (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
-    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path)
+    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path, treasury=TREASURY)
     assert done.returncode == 0, done.stdout + done.stderr
 
     # Then the wallet got both (not one taken for the other), the treasury the rest
@@ -178,7 +165,7 @@ def test_a_token_the_shop_does_not_sell_is_paid_back_in_that_token(
     (item,) = [item for item in items if (item["contract"] or "").lower() == foreign_token.lower()]
     assert (item["asset"], item["sweep_base_units"]) == ("", 0)  # a payment in review: nothing of it is swept
     (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
-    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path)
+    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path, treasury=TREASURY)
 
     # Then the customer has the 7 tokens back, to the base unit, and the scan confirms the refund
     assert done.returncode == 0, done.stdout + done.stderr
