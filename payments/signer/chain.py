@@ -14,11 +14,14 @@ SYMBOL, DECIMALS = bytes.fromhex("95d89b41"), bytes.fromhex("313ce567")  # symbo
 # A fee cap one base-fee step (EIP-1559: at most +12.5% a block) above the next block's, so that a transfer
 # is mined even if the next block is full; the native sweep alone uses the exact next base fee (see sweep_fee).
 HEADROOM_NUMERATOR, HEADROOM_DENOMINATOR = 9, 8
+# The most gas one transfer may cost: a token's transfer costs 30,000-70,000 (USDT, USDC, their proxies). A plan could
+# name a contract of the server's choosing as a token: its "transfer" would burn the gas account's top-up in fees.
+MAX_TRANSFER_GAS = 200_000
 
 
 class WouldRevert(Exception):
     """The node's estimate says the transfer would revert (a recipient that refuses coin, a token that refuses
-    the transfer): it is not sent."""
+    the transfer), or cost more gas than any transfer should: it is not sent."""
 
 
 def transfer_data(to: str, amount: int) -> bytes:
@@ -85,9 +88,15 @@ class Chain:
 
     def estimate(self, sender: str, to: str, *, value: int = 0, data: bytes = b"") -> int:
         try:
-            return int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": value, "data": data}))
+            gas = int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": value, "data": data}))
         except (ContractLogicError, Web3RPCError) as error:
             raise WouldRevert(f"a transfer from {sender} to {to} would fail: {error}") from error
+        if gas > MAX_TRANSFER_GAS:
+            raise WouldRevert(
+                f"a transfer from {sender} to {to} would cost {gas} gas, above the {MAX_TRANSFER_GAS} gas a token "
+                "transfer may cost: not sent"
+            )
+        return gas
 
     def nonce(self, address: str, block: str = "pending") -> int:
         return self.w3.eth.get_transaction_count(address, block)

@@ -234,6 +234,34 @@ def test_the_pins_may_come_from_a_config_file_only_the_treasurer_may_write(chain
     assert_nothing_sent(chain, plan, people)
 
 
+# A "token" that burns about 520,000 gas on any call, then answers a huge number (a balance, a success).
+GAS_GUZZLER = "0x614e205b6001900380600357" + "7f" + "ff" * 32 + "60005260206000f3"
+
+
+def test_a_token_whose_transfer_burns_gas_gets_no_top_up_from_the_gas_account(chain, plan, people, tmp_path):
+    """A server taken over cannot burn the gas account in fees: it names a contract of its own as an item's token,
+    whose transfer costs far more gas than a token's; the top-up for it would be spent on nothing."""
+    guzzler = Account.create().address
+    chain.node.call("anvil_setCode", [guzzler, GAS_GUZZLER])
+    deposit = derived(deposit_path(2))
+    plan["items"] = [
+        {
+            "address": deposit,
+            "derivation_path": deposit_path(2),
+            "asset": "USDC",
+            "contract": guzzler,
+            "balance_base_units": 1,
+            "refunds": [],
+            "sweep_base_units": 1,
+        }
+    ]
+    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "above the 200000 gas a token transfer may cost" in done.stderr
+    assert chain.nonce(derived(GAS_PATH)) == 0 and chain.eth(derived(GAS_PATH)) == GAS_FUNDS
+    assert chain.eth(deposit) == 0
+
+
 def test_a_plan_that_moves_more_than_the_address_holds_skips_that_item(chain, plan, people, tmp_path):
     plan["items"][1]["sweep_base_units"] = TOKEN_DEPOSIT  # refund + sweep = 130 USDC, the address holds 100
     done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
