@@ -1,5 +1,6 @@
 """`python -m payments.signer`: the command line (see the package docstring). Exit 0 when every transfer was
-mined, 1 otherwise, 2 on a usage error or a plan refused before anything was sent."""
+mined, 1 otherwise, 2 on a usage error or a plan refused before anything was sent (one that disagrees with the
+treasurer's pins, whose refunds exceed a cap, or whose refunds the treasurer did not confirm)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 from payments.signer.chain import Chain
 from payments.signer.journal import Journal, RefundRegister, default_register_path
 from payments.signer.keys import plan_accounts, read_mnemonic
+from payments.signer.pins import check_plan, pins_from
 from payments.signer.plan import PlanError, in_sending_order, load_plan
+from payments.signer.refunds import check_caps, confirmed, shown_refunds
 from payments.signer.transfers import ItemRefused, Signer
 
 USAGE_ERROR, NOT_ALL_MINED = 2, 1
@@ -26,6 +29,21 @@ def arguments(argv):
     parser.add_argument("--plan", required=True, type=Path, help="the plan JSON (GET /api/v1/treasury/plan/)")
     parser.add_argument("--mnemonic-file", required=True, type=Path, help="the mnemonic, in a file of mode 600")
     parser.add_argument("--rpc-url", required=True, help="a JSON-RPC endpoint of the plan's chain")
+    # The pins: the treasurer's, never the plan's (a plan that disagrees is refused); flags override --config.
+    parser.add_argument("--config", type=Path, help="a TOML file of the pins below (not writable by group or others)")
+    parser.add_argument("--treasury", help="where every sweep goes (required, here or in --config)")
+    parser.add_argument("--gas-account", help="the gas account; it must also be the mnemonic's m/44'/60'/0'/1/0")
+    parser.add_argument("--chain-id", type=int, help="the chain; the plan's and the RPC's must both be this one")
+    parser.add_argument("--max-refunds-usd", help="cap on the run's refunds in USD stablecoins, 1:1 (default 0)")
+    parser.add_argument("--max-refunds-native", help="cap on the run's refunds in the chain's coin, whole coins (0)")
+    parser.add_argument(
+        "--max-refunds-token",
+        action="append",
+        default=[],
+        metavar="CONTRACT=AMOUNT",
+        help="cap on the run's refunds in another token, whole tokens (repeatable; without one: none)",
+    )
+    parser.add_argument("--yes", action="store_true", help="send the refunds shown without asking")
     parser.add_argument("--dry-run", action="store_true", help="print what would be sent, send nothing")
     parser.add_argument("--json", type=Path, help="write every transaction to this file (and its journal beside)")
     parser.add_argument(
@@ -45,8 +63,10 @@ def journal_path(args) -> Path:
 def main(argv=None) -> int:
     args = arguments(argv)
     try:
+        pins = pins_from(args)
         plan = load_plan(args.plan)
         accounts, gas_account = plan_accounts(plan, read_mnemonic(args.mnemonic_file))
+        check_plan(plan, pins, gas_account.address)
     except PlanError as error:
         print(f"refused: {error}", file=sys.stderr)
         return USAGE_ERROR
@@ -62,6 +82,15 @@ def main(argv=None) -> int:
         )
         return USAGE_ERROR
     try:
+        shown = shown_refunds(plan, chain)
+    except Exception as error:  # the token reads: a dropped RPC, before anything was sent
+        print(f"cannot reach the RPC: {error}", file=sys.stderr)
+        return NOT_ALL_MINED
+    # Every refund first, the one thing the treasurer must judge (the sweeps go to the pinned treasury).
+    for entry in shown:
+        print(entry.line(), flush=True)
+    try:
+        check_caps(shown, pins)
         # A dry run reads it too (what is left to send), and never writes or locks it.
         journal = Journal(journal_path(args), plan.digest, lock=not args.dry_run)
         register = RefundRegister(
@@ -69,6 +98,9 @@ def main(argv=None) -> int:
         )
     except PlanError as error:
         print(f"refused: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    if shown and not args.yes and not args.dry_run and not confirmed(shown):
+        print("refused: the refunds were not confirmed: nothing sent", file=sys.stderr)
         return USAGE_ERROR
     # Each line as soon as its receipt is in: a run cut short still shows what it sent.
     signer = Signer(

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from eth_abi import encode
+from eth_abi import decode, encode
 from hexbytes import HexBytes
 from web3 import HTTPProvider, Web3
 from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
 
 BALANCE_OF = bytes.fromhex("70a08231")  # balanceOf(address)
 TRANSFER = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
+SYMBOL, DECIMALS = bytes.fromhex("95d89b41"), bytes.fromhex("313ce567")  # symbol(), decimals()
 
 # A fee cap one base-fee step (EIP-1559: at most +12.5% a block) above the next block's, so that a transfer
 # is mined even if the next block is full; the native sweep alone uses the exact next base fee (see sweep_fee).
 HEADROOM_NUMERATOR, HEADROOM_DENOMINATOR = 9, 8
+# The most gas one transfer may cost: a token's transfer costs 30,000-70,000 (USDT, USDC, their proxies). A plan could
+# name a contract of the server's choosing as a token: its "transfer" would burn the gas account's top-up in fees.
+MAX_TRANSFER_GAS = 200_000
 
 
 class WouldRevert(Exception):
     """The node's estimate says the transfer would revert (a recipient that refuses coin, a token that refuses
-    the transfer): it is not sent."""
+    the transfer), or cost more gas than any transfer should: it is not sent."""
 
 
 def transfer_data(to: str, amount: int) -> bytes:
@@ -41,6 +45,27 @@ class Chain:
         answer = self.w3.eth.call({"to": contract, "data": BALANCE_OF + encode(["address"], [address])}, "latest")
         return int.from_bytes(answer, "big")
 
+    def token_metadata(self, contract: str) -> tuple[str, int | None]:
+        """(symbol, decimals) as the token contract answers them, never as a plan says: ("", None) for what does
+        not answer (no code, a revert); a bytes32 symbol (old tokens) is read too."""
+        try:
+            answer = bytes(self.w3.eth.call({"to": contract, "data": DECIMALS}, "latest"))
+        except (ContractLogicError, Web3RPCError, ValueError):
+            return "", None
+        if len(answer) != 32 or int.from_bytes(answer, "big") > 77:  # no code answers b"": not a token
+            return "", None
+        decimals = int.from_bytes(answer, "big")
+        try:
+            answer = bytes(self.w3.eth.call({"to": contract, "data": SYMBOL}, "latest"))
+        except (ContractLogicError, Web3RPCError, ValueError):
+            answer = b""
+        try:
+            (symbol,) = decode(["string"], answer)
+        except Exception:  # not an ABI string: a bytes32, or nothing
+            symbol = answer[:32].rstrip(b"\0").decode("utf-8", "replace")
+        # Printable characters only: a symbol is printed to the treasurer, who must not see forged lines.
+        return "".join(ch for ch in symbol if ch.isprintable()).strip()[:32], decimals
+
     def balance(self, contract: str | None, address: str) -> int:
         return self.native_balance(address) if contract is None else self.token_balance(contract, address)
 
@@ -63,9 +88,15 @@ class Chain:
 
     def estimate(self, sender: str, to: str, *, value: int = 0, data: bytes = b"") -> int:
         try:
-            return int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": value, "data": data}))
+            gas = int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": value, "data": data}))
         except (ContractLogicError, Web3RPCError) as error:
             raise WouldRevert(f"a transfer from {sender} to {to} would fail: {error}") from error
+        if gas > MAX_TRANSFER_GAS:
+            raise WouldRevert(
+                f"a transfer from {sender} to {to} would cost {gas} gas, above the {MAX_TRANSFER_GAS} gas a token "
+                "transfer may cost: not sent"
+            )
+        return gas
 
     def nonce(self, address: str, block: str = "pending") -> int:
         return self.w3.eth.get_transaction_count(address, block)

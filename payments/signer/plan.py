@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from eth_utils import is_address, to_checksum_address
+
+# An order reference as the shop writes them (B2-XXXX-XXXX): printed to the treasurer, so nothing that could forge
+# a line of what they are shown (a newline, a terminal escape).
+ORDER_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class PlanError(ValueError):
@@ -30,6 +35,7 @@ class Item:
     balance: int
     refunds: tuple[Refund, ...]
     sweep: int
+    order: str = ""  # the order whose payment this address received: shown with each refund
 
     @property
     def is_native(self) -> bool:
@@ -82,6 +88,9 @@ def _item(raw, index: int) -> Item:
         )
     if len({refund.id for refund in refunds}) != len(refunds):
         raise PlanError(f"{where}: two refunds share an id")
+    order = raw.get("order") or ""
+    if (refunds or order) and not (isinstance(order, str) and ORDER_REFERENCE.fullmatch(order)):
+        raise PlanError(f"{where}.order: {order!r} is not an order reference (each refund is shown with its order)")
     contract = raw.get("contract")
     return Item(
         address=_address(raw.get("address"), f"{where}.address"),
@@ -91,6 +100,7 @@ def _item(raw, index: int) -> Item:
         balance=_units(raw.get("balance_base_units"), f"{where}.balance_base_units"),
         refunds=tuple(refunds),
         sweep=_units(raw.get("sweep_base_units"), f"{where}.sweep_base_units"),
+        order=order,
     )
 
 

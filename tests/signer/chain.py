@@ -89,9 +89,23 @@ def mnemonic_file(directory: Path, mnemonic: str = MNEMONIC, mode: int = 0o600) 
     return path
 
 
-def run_signer(plan: dict | Path, mnemonic: Path, rpc_url: str, *extra: str, directory: Path):
-    """`python -m payments.signer` in a process of its own, with no Django settings in its environment; its
-    state directory (the refund register) in `directory`, shared by the test's runs and no other test's."""
+# The caps these tests' treasurer sets, well above their plans' refunds: a test of the cap passes its own after them.
+CAPS = ("--max-refunds-usd", "10000", "--max-refunds-native", "10")
+
+
+def run_signer(
+    plan: dict | Path,
+    mnemonic: Path,
+    rpc_url: str,
+    *extra: str,
+    directory: Path,
+    treasury: str | None,
+    answer: str | None = None,
+):
+    """`python -m payments.signer` in a process of its own, with no Django settings in its environment, pinned to
+    `treasury` and CAPS (None: no pin flags, a `--config` in `extra` gives them); with `--yes`, unless `answer` is
+    given: then that is what the treasurer types on stdin. Its state directory (the refund register) is in
+    `directory`, shared by the test's runs and no other test's."""
     if isinstance(plan, dict):
         path = directory / "plan.json"
         path.write_text(json.dumps(plan))
@@ -99,10 +113,13 @@ def run_signer(plan: dict | Path, mnemonic: Path, rpc_url: str, *extra: str, dir
     environment = {key: value for key, value in os.environ.items() if not key.startswith("DJANGO_")}
     environment["XDG_STATE_HOME"] = str(directory / "state")
     command = [sys.executable, "-m", "payments.signer", "--plan", str(plan), "--mnemonic-file", str(mnemonic)]
+    pins = [] if treasury is None else ["--treasury", treasury, *CAPS]
+    pins += ["--yes"] if answer is None else []
     return subprocess.run(
-        [*command, "--rpc-url", rpc_url, *extra],
+        [*command, "--rpc-url", rpc_url, *pins, *extra],
         cwd=ROOT,
         env=environment,
+        input=answer or "",
         capture_output=True,
         text=True,
         timeout=300,

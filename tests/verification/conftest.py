@@ -19,7 +19,7 @@ from payments.models import Asset, Network
 from payments.networks import rpc_client
 from payments.rpc import RpcClient
 from tests.servers import Anvil
-from tests.signer.chain import MNEMONIC
+from tests.signer.chain import MNEMONIC, mnemonic_file
 from tests.verification.chain import Chain, Wallet
 from tests.verification.helpers import ORDERS_URL
 from tests.verification.money_out import TREASURY
@@ -134,14 +134,11 @@ def providers(chain, monkeypatch):
 
 
 @pytest.fixture
-def treasurers_key(settings, monkeypatch, tmp_path):
+def treasurers_key(settings, tmp_path):
     """The shop's deposit addresses derive from the treasurer's mnemonic (its account xpub on the server);
     the mnemonic itself only in a 0600 file on 'the treasurer's machine'."""
     seed = Bip39SeedGenerator(MNEMONIC).Generate()
     account = Bip44.FromSeed(seed, Bip44Coins.ETHEREUM).Purpose().Coin().Account(0)
     settings.PAYMENTS_XPUB = account.PublicKey().ToExtended()
     settings.TREASURY_ADDRESS = TREASURY
-    path = tmp_path / "mnemonic.txt"
-    path.write_text(MNEMONIC + "\n")
-    path.chmod(0o600)
-    return path
+    return mnemonic_file(tmp_path)

@@ -63,4 +63,3 @@ def balance(url: str, token: str | None, address: str) -> int:
         return int(client.call("eth_getBalance", [address, "latest"]), 16)
     data = "0x70a08231" + address.lower()[2:].rjust(64, "0")
     return int(client.call("eth_call", [{"to": token, "data": data}, "latest"]), 16)
-

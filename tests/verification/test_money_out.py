@@ -14,14 +14,7 @@ from payments.models import Refund, Sweep, UnexpectedOutflow
 from payments.treasury import gas_account_address
 from tests.signer.chain import run_signer
 from tests.verification.helpers import payment_of, units
-from tests.verification.money_out import (
-    CUSTOMER_WALLET,
-    EXCESS,
-    TREASURY,
-    balance,
-    refund_approved,
-    staff,
-)
+from tests.verification.money_out import CUSTOMER_WALLET, EXCESS, TREASURY, balance, refund_approved, staff
 
 STRAY_USDT = 3_000_000
 
@@ -54,7 +47,13 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     assert plan.json()["gas_account"] == gas_account
     (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
     done = run_signer(
-        tmp_path / "plan.json", treasurers_key, chain.node.url, "--json", str(tmp_path / "run.json"), directory=tmp_path
+        tmp_path / "plan.json",
+        treasurers_key,
+        chain.node.url,
+        "--json",
+        str(tmp_path / "run.json"),
+        directory=tmp_path,
+        treasury=TREASURY,
     )
 
     # Then every transfer was mined
@@ -62,16 +61,16 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     sent = json.loads((tmp_path / "run.json").read_text())
     print("\n" + done.stdout)
     # And the balances on-chain are exact: the customer got the excess in USDC and the stray USDT in USDT;
-    # the treasury got both paid orders' quotes; the swept addresses hold no token; the order still in review
-    # (the stray one) keeps its USDC for the reviewer's decision
+    # the treasury got the three orders' quotes (the stray USDT beside a full USDC payment does not hold the
+    # order up: it is paid, and the USDT is due back apart); the swept addresses hold no token
     url = chain.node.url
     assert balance(url, chain.usdc, CUSTOMER_WALLET) == EXCESS
     assert balance(url, chain.usdt, CUSTOMER_WALLET) == STRAY_USDT
-    assert balance(url, chain.usdc, TREASURY) == units(overpaid) + units(paid)
+    assert balance(url, chain.usdc, TREASURY) == units(overpaid) + units(paid) + units(stray)
     assert balance(url, chain.usdc, overpaid["payment"]["address"]) == 0
     assert balance(url, chain.usdc, paid["payment"]["address"]) == 0
     assert balance(url, chain.usdt, stray["payment"]["address"]) == 0
-    assert balance(url, chain.usdc, stray["payment"]["address"]) == units(stray)
+    assert balance(url, chain.usdc, stray["payment"]["address"]) == 0
     # And once the transfers are final, the scan sees them: both refunds confirmed (each customer emailed once),
     # both sweeps recorded, nothing unexpected (the gas top-ups came in, the fees are not outflows)
     chain.mine(3)
@@ -79,20 +78,28 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     scan_pass()
     assert set(Refund.objects.values_list("status", flat=True)) == {"confirmed"}
     assert {r.tx_hash for r in Refund.objects.all()} == {t["tx_hash"] for t in sent if t["kind"] == "refund"}
-    assert sorted(int(s.amount_base_units) for s in Sweep.objects.all()) == sorted([units(overpaid), units(paid)])
+    swept = sorted(int(s.amount_base_units) for s in Sweep.objects.all())
+    assert swept == sorted([units(overpaid), units(paid), units(stray)])
     assert not UnexpectedOutflow.objects.exists()
     confirmed = [m.subject for m in mail.outbox if "your refund is confirmed" in m.subject]
     assert sorted(confirmed) == sorted(f"Order {p['reference']}: your refund is confirmed" for p in (overpaid, stray))
-    # And the books show every movement: four credits and three gas top-ups in, two refunds and two sweeps out
+    # And the books show every movement: four credits and four gas top-ups in (one per token item), two refunds
+    # and three sweeps out
     ledger = client.get("/api/v1/treasury/ledger.csv", headers={"Authorization": f"Token {treasurer}"})
     kinds = [row["kind"] for row in csv.DictReader(io.StringIO(ledger.content.decode()))]
-    assert sorted(kinds) == ["credit"] * 4 + ["gas"] * 3 + ["refund"] * 2 + ["sweep"] * 2
+    assert sorted(kinds) == ["credit"] * 4 + ["gas"] * 4 + ["refund"] * 2 + ["sweep"] * 3
     # And a second run sends nothing more
     again = run_signer(
-        tmp_path / "plan.json", treasurers_key, url, "--json", str(tmp_path / "run.json"), directory=tmp_path
+        tmp_path / "plan.json",
+        treasurers_key,
+        url,
+        "--json",
+        str(tmp_path / "run.json"),
+        directory=tmp_path,
+        treasury=TREASURY,
     )
     assert again.returncode == 0, again.stdout + again.stderr
-    assert balance(url, chain.usdc, TREASURY) == units(overpaid) + units(paid)
+    assert balance(url, chain.usdc, TREASURY) == units(overpaid) + units(paid) + units(stray)
     assert len(sent) >= 4
 
 
@@ -118,7 +125,7 @@ def test_two_equal_refunds_to_the_same_wallet_are_both_paid_and_each_confirmed_b
     # When the treasurer runs the signer on the plan
     plan = client.get("/api/v1/treasury/plan/?network=local", headers={"Authorization": f"Token {treasurer}"})
     (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
-    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path)
+    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path, treasury=TREASURY)
     assert done.returncode == 0, done.stdout + done.stderr
 
     # Then the wallet got both (not one taken for the other), the treasury the rest
@@ -160,7 +167,7 @@ def test_a_token_the_shop_does_not_sell_is_paid_back_in_that_token(
     (item,) = [item for item in items if (item["contract"] or "").lower() == foreign_token.lower()]
     assert (item["asset"], item["sweep_base_units"]) == ("", 0)  # a payment in review: nothing of it is swept
     (tmp_path / "plan.json").write_text(json.dumps(plan.json()))
-    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path)
+    done = run_signer(tmp_path / "plan.json", treasurers_key, chain.node.url, directory=tmp_path, treasury=TREASURY)
 
     # Then the customer has the 7 tokens back, to the base unit, and the scan confirms the refund
     assert done.returncode == 0, done.stdout + done.stderr

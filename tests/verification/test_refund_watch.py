@@ -46,7 +46,8 @@ def sign(plan: dict, key, chain, directory, run: str):
     folder.mkdir()
     (folder / "plan.json").write_text(json.dumps(plan))
     out = str(folder / "run.json")
-    done = run_signer(folder / "plan.json", key, chain.node.url, "--json", out, directory=directory)
+    done = run_signer(folder / "plan.json", key, chain.node.url, "--json", out, directory=directory, treasury=TREASURY)
+    assert (folder / "run.json").exists(), done.stdout + done.stderr
     return done, json.loads((folder / "run.json").read_text())
 
 
