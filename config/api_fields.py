@@ -1,7 +1,8 @@
 """Text fields for API input that take text only.
 
 DRF's CharField quietly turns a JSON number into text (`"hypothesis": 0` is stored as "0"), although the
-schema promises a string; these refuse anything that is not a JSON string, naming the field.
+schema promises a string; these refuse anything that is not a JSON string, naming the field. The email field also
+takes only what config.email_address accepts, and gives its normalised form.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
+
+from config.email_address import EmailAddressInvalid, email_normalize
 
 
 class TextOnlyMixin:
@@ -30,4 +33,8 @@ class SlugTextField(TextOnlyMixin, serializers.SlugField):
 
 
 class EmailTextField(TextOnlyMixin, serializers.EmailField):
-    pass
+    def to_internal_value(self, data: Any) -> str:
+        try:
+            return email_normalize(super().to_internal_value(data))
+        except EmailAddressInvalid as exc:
+            raise serializers.ValidationError(exc.message, code="invalid") from None

@@ -18,6 +18,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
 
+from config.email_address import email_match_key
+
 # (url name, method) -> bucket. Every request counts against its bucket.
 COUNTED = {
     ("api_order_create", "POST"): "orders",
@@ -65,8 +67,9 @@ def limits() -> dict[str, Limit]:
 
 
 def email_key(email: str) -> str:
-    """An email address as a counter's key: case-insensitive, and hashed so the cache holds no address."""
-    return hashlib.sha256(email.strip().lower().encode()).hexdigest()
+    """An accepted email address as a counter's key: the address "Find my order" matches (config.email_address, so
+    every spelling that reaches the same orders is one counter), hashed so the cache holds no address."""
+    return hashlib.sha256(email_match_key(email).encode()).hexdigest()
 
 
 def client_ip(request: HttpRequest) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
+from config.email_address import EmailAddressInvalid, email_normalize
 from payments.models import Network
 from shop.models import Duration, HypothesisKind, Preparation
 from shop.order_input import (
@@ -27,6 +29,21 @@ class InputCheckMixin:
             return check(*args)
         except OrderInputError as exc:
             raise forms.ValidationError(exc.message) from None
+
+
+class EmailAddressField(forms.EmailField):
+    """An address as config.email_address accepts it, cleaned to its normalised form (the one stored)."""
+
+    default_validators = []  # email_normalize runs Django's check itself, on the ASCII form
+
+    def clean(self, value: str) -> str:
+        value = super().clean(value)
+        if value in self.empty_values:
+            return value
+        try:
+            return email_normalize(value)
+        except EmailAddressInvalid as exc:
+            raise ValidationError(exc.message, code="invalid") from None
 
 
 class ConfigureForm(InputCheckMixin, forms.Form):
@@ -60,7 +77,9 @@ class ContactForm(InputCheckMixin, forms.Form):
     last_name = forms.CharField(
         label=_("Last name(s)"), max_length=150, widget=forms.TextInput(attrs={"autocomplete": "family-name"})
     )
-    email = forms.EmailField(label=_("Email"), max_length=254, widget=forms.EmailInput(attrs={"autocomplete": "email"}))
+    email = EmailAddressField(
+        label=_("Email"), max_length=254, widget=forms.EmailInput(attrs={"autocomplete": "email"})
+    )
     ssh_public_key = forms.CharField(
         label=_("SSH public key"),
         max_length=MAX_KEY_CHARS,
@@ -154,8 +173,8 @@ class PaidForm(forms.Form):
 
 class OrderFindForm(forms.Form):
     # Django's email check refuses line breaks (no header injection); the email is never sent to this text anyway,
-    # only to the address stored with an order.
-    email = forms.EmailField(
+    # only to the address stored with an order whose normalised address is the same.
+    email = EmailAddressField(
         label=_("Email"),
         max_length=254,
         help_text=_("The email address you gave when you ordered."),

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import get_language
 from django.utils.translation import gettext_lazy as _
 
+from config.email_address import email_match_key_or_blank
 from config.transition_event import TransitionEvent
 
 
@@ -134,7 +135,10 @@ class Order(models.Model):
 
     first_name = models.CharField(max_length=100)
     last_name = models.CharField(max_length=150)
-    email = models.EmailField()
+    email = models.EmailField()  # normalised (config.email_address): where the emails go
+    # "The same address" as "Find my order" and the admin's search compare it (config.email_address.email_match_key),
+    # kept by save(); "" for an address the rules refuse (an order from before them, an erased one): never matched.
+    email_key = models.CharField(max_length=254, db_index=True, editable=False, default="")
     ssh_public_key = models.TextField()
     ssh_key_fingerprint = models.CharField(max_length=100)
     hypothesis_kind = models.CharField(max_length=20, choices=HypothesisKind.choices, blank=True)
@@ -160,6 +164,14 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return self.reference
+
+    def save(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        # The key follows the address whoever writes it (placement, the erasure, the admin's change page).
+        self.email_key = email_match_key_or_blank(self.email)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "email" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "email_key"}
+        super().save(*args, **kwargs)
 
     @property
     def total_gpus(self) -> int:

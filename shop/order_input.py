@@ -6,6 +6,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from config.email_address import EmailAddressInvalid, email_normalize
 from payments.models import Asset, Network
 from shop.capacity_shown import lots_available_recount, lots_available_shown
 from shop.catalog import catalog_data
@@ -84,6 +85,14 @@ def parse_key(text: str) -> SshPublicKey:
         raise OrderInputError("ssh_public_key", str(exc)) from None
 
 
+def check_email(email: str) -> str:
+    """The address in the form it is stored and compared in (config.email_address), or its field's message."""
+    try:
+        return email_normalize(email)
+    except EmailAddressInvalid as exc:
+        raise OrderInputError("email", exc.message) from None
+
+
 def check_hypothesis_kind(kind: str) -> str:
     if kind and kind not in HypothesisKind.values:
         raise OrderInputError("hypothesis_kind", _("Choose one of the listed hypotheses."))
@@ -106,6 +115,7 @@ def build_order_request(data: dict[str, Any], *, language: str) -> OrderRequest:
     attempt("preparation", resolve_preparation, data["preparation"])
     attempt("asset", resolve_asset, data["network"], data["asset"])
     attempt("key", parse_key, data["ssh_public_key"])
+    attempt("email", check_email, data["email"])
     attempt("hypothesis_kind", check_hypothesis_kind, data.get("hypothesis_kind", ""))
     if errors:
         raise OrderInputErrors(errors)
@@ -116,7 +126,7 @@ def build_order_request(data: dict[str, Any], *, language: str) -> OrderRequest:
         preparation=resolved["preparation"],
         first_name=data["first_name"].strip(),
         last_name=data["last_name"].strip(),
-        email=data["email"].strip(),
+        email=resolved["email"],
         ssh_public_key=key.line,
         ssh_key_fingerprint=key.fingerprint,
         asset=resolved["asset"],

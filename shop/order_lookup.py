@@ -4,6 +4,10 @@ The request always does the same thing, whatever the email: it stores one backgr
 answers the same way, so neither the answer nor its timing says whether the address ever ordered. The job
 looks the orders up and, when there are any, stores one email in the outbox (shop.outbox), sent to the address
 the customer gave when ordering, in the language of their latest order.
+
+"The same address" is config.email_address's: the orders listed are those whose stored match key equals the
+asked address's, and the email goes to the latest one's stored address, which therefore has that key too. Never
+the database's case-insensitive comparison: PostgreSQL's UPPER() folds `ı` to `I` and `ſ` to `S`.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
+from config.email_address import EmailAddressInvalid, email_match_key
 from config.jobs.outbox import job_enqueue
 from shop.models import Order, OutgoingEmail
 from shop.order_links import order_status_path
@@ -21,24 +26,30 @@ LOOKUP_TASK = "shop.tasks.order_lookup_task"
 EMAIL_NAME = "order_lookup"
 
 
-def orders_of_email(email: str) -> QuerySet[Order]:
-    """The orders an address placed, newest first; case-insensitive; orders whose contact data was erased are
-    not theirs any more."""
-    return Order.objects.filter(email__iexact=email.strip(), personal_data_erased_at__isnull=True).order_by(
-        "-created_at", "-pk"
-    )
+def orders_of_email_key(key: str) -> QuerySet[Order]:
+    """The orders placed with the address whose match key is `key`, newest first; orders whose contact data was
+    erased are not theirs any more."""
+    if not key:  # the key of addresses the rules refuse: it names nobody
+        return Order.objects.none()
+    return Order.objects.filter(email_key=key, personal_data_erased_at__isnull=True).order_by("-created_at", "-pk")
 
 
 def order_lookup_request(*, email: str) -> None:
-    """Queue the lookup; the same work whether or not the address has orders (no enumeration by timing)."""
+    """Queue the lookup of an accepted address; the same work whether or not it has orders (no enumeration by
+    timing)."""
+    key = email_match_key(email)
     with transaction.atomic():
-        job_enqueue(LOOKUP_TASK, email=email.strip())
+        job_enqueue(LOOKUP_TASK, email=key)
 
 
 def order_lookup_send(*, email: str) -> OutgoingEmail | None:
     """The job: one email listing the address's orders, or nothing when it has none."""
+    try:
+        key = email_match_key(email)
+    except EmailAddressInvalid:  # queued before the rules: no address of theirs can match
+        return None
     with transaction.atomic():
-        latest = orders_of_email(email).first()
+        latest = orders_of_email_key(key).first()
         if latest is None:
             return None
         return email_enqueue(order_id=latest.pk, name=EMAIL_NAME)
@@ -47,5 +58,5 @@ def order_lookup_send(*, email: str) -> OutgoingEmail | None:
 @email_context(EMAIL_NAME)
 def order_lookup_context(order: Order, params: dict) -> dict:
     # Read when the email is sent: an order erased meanwhile is left out, one placed meanwhile is listed.
-    orders = orders_of_email(order.email).select_related("preparation")
+    orders = orders_of_email_key(order.email_key).select_related("preparation")
     return {"orders": [(listed, settings.SITE_URL + order_status_path(listed)) for listed in orders]}

@@ -4,6 +4,7 @@ the page needs its CSRF token."""
 from __future__ import annotations
 
 import pytest
+from django.core import mail
 from django.core.cache import cache
 from django.test import Client
 
@@ -70,3 +71,36 @@ def test_the_find_my_order_page_needs_its_csrf_token():
 
     assert refused.status_code == 403
     assert accepted.status_code == 302
+
+
+@pytest.mark.django_db
+def test_look_alike_spellings_of_one_address_share_its_limit_and_are_refused(
+    limits_on, anvil, make_node, order_payload, django_capture_on_commit_callbacks
+):
+    # Given an address that ordered, and a limit of 3 lookups per address
+    limits_on.RATELIMIT_LOOKUPS_PER_EMAIL = 3
+    make_node()
+    victim = "kris@kiosk.example"
+    placed = Client().post("/api/v1/orders/", {**order_payload, "email": victim}, content_type="application/json")
+    assert placed.status_code == 201
+    mail.outbox.clear()
+
+    # When strangers ask about it with i/ı, s/ſ, k/K swapped and in other ASCII cases, each from its own client
+    spellings = [
+        "kris@kiosk.example",
+        "kr\u0131s@kiosk.example",
+        "kri\u017f@kiosk.example",
+        "kr\u0131\u017f@kiosk.example",
+        "KRIS@kiosk.example",
+        "\u212aris@kiosk.example",
+        "kris@kio\u017fk.example",
+        "Kris@KIOSK.example",
+        "kris@kiosk.EXAMPLE",
+    ]
+    with django_capture_on_commit_callbacks(execute=True):
+        answers = [ask(email, f"10.0.1.{n}").status_code for n, email in enumerate(spellings)]
+
+    # Then the look-alikes are refused on the field, the ASCII spellings count as one address (the 4th is 429),
+    # and the address receives 3 emails, not one per spelling
+    assert answers == [202, 400, 400, 400, 202, 400, 400, 202, 429]
+    assert [message.to for message in mail.outbox] == [[victim]] * 3

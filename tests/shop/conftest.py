@@ -1,13 +1,16 @@
-"""Shop fixtures: an API client, only the `local` network configured, placing an order through the API."""
+"""Shop fixtures: an API client, only the `local` network configured, placing an order through the API, asking
+"Find my order"."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
-from tests.shop.helpers import ORDERS_URL
+from shop.models import Order
+from tests.shop.helpers import LOOKUP_URL, ORDERS_URL
 
 
 @pytest.fixture
@@ -33,3 +36,25 @@ def place_order(db, anvil, api_client, order_payload):
         return response.json()
 
     return place
+
+
+@pytest.fixture
+def orders(make_node, place_order):
+    """Place one order per call (a node each) and return it."""
+
+    def place(**fields) -> Order:
+        make_node()
+        return Order.objects.get(reference=place_order(**fields)["reference"])
+
+    return place
+
+
+@pytest.fixture
+def lookup(django_capture_on_commit_callbacks):
+    """POST an email to the API as a client would, letting the background work run (the commit's callbacks)."""
+
+    def ask(email: str, client: Client | None = None, **extra):
+        with django_capture_on_commit_callbacks(execute=True):
+            return (client or Client()).post(LOOKUP_URL, {"email": email}, content_type="application/json", **extra)
+
+    return ask

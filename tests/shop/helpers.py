@@ -4,6 +4,7 @@ from __future__ import annotations
 
 ORDERS_URL = "/api/v1/orders/"
 CATALOG_URL = "/api/v1/catalog/"
+LOOKUP_URL = "/api/v1/orders/lookup/"
 
 
 def stored_counts() -> dict[str, int]:

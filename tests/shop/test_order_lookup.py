@@ -12,37 +12,14 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from config.jobs.models import Job
-from shop.models import Order
 from shop.orders import order_cancel
 from shop.personal_data import order_personal_data_erase
+from tests.shop.helpers import LOOKUP_URL
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]
 
-LOOKUP_URL = "/api/v1/orders/lookup/"
 FIND_URL = "/order/find/"
 LINK = re.compile(r"https?://[^/\s]+(/o/[A-Z0-9-]+/[0-9a-f]+/)")
-
-
-@pytest.fixture
-def orders(make_node, place_order):
-    """Place one order per call (a node each) and return it."""
-
-    def place(**fields) -> Order:
-        make_node()
-        return Order.objects.get(reference=place_order(**fields)["reference"])
-
-    return place
-
-
-@pytest.fixture
-def lookup(django_capture_on_commit_callbacks):
-    """POST an email to the API as a client would, letting the background work run (the commit's callbacks)."""
-
-    def ask(email: str, client: Client | None = None, **extra):
-        with django_capture_on_commit_callbacks(execute=True):
-            return (client or Client()).post(LOOKUP_URL, {"email": email}, content_type="application/json", **extra)
-
-    return ask
 
 
 def main_of(response) -> bytes:
