@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
-from config.admin_base import ReadOnlyInline, details_asked, reason_asked
+from config.admin_base import ReadOnlyInline, ReasonForm, details_asked, reason_asked
 from payments.models import (
     Asset,
     Credit,
@@ -214,6 +214,15 @@ class GoodwillForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea, max_length=2000)
 
 
+def approval_form(refunds: QuerySet) -> type[forms.Form]:
+    """The reason, and each refund's address as the confirmation page shows it, in a hidden field."""
+    shown = {
+        f"to_address_{refund.pk}": forms.CharField(widget=forms.HiddenInput, initial=refund.to_address, required=False)
+        for refund in refunds
+    }
+    return type("RefundApprovalForm", (ReasonForm,), shown)
+
+
 class RefundEventInline(ReadOnlyInline):
     model = RefundEvent
     fields = ["created_at", "from_status", "to_status", "actor", "reason"]
@@ -253,12 +262,18 @@ class RefundAdmin(admin.ModelAdmin):
 
     def _decide(self, request: HttpRequest, queryset: QuerySet, *, approve: bool, title: str) -> HttpResponse | None:
         items = [f"{r.payment.order.reference}: {r.amount_text} to {r.to_address or '-'}" for r in queryset]
-        reason, page = reason_asked(self, request, queryset, title=title, items=items)
+        # An approval carries, per refund, the address this page showed: one changed since is not approved.
+        form_class = approval_form(queryset) if approve else ReasonForm
+        answers, page = details_asked(self, request, queryset, title=title, items=items, form_class=form_class)
         if page is not None:
             return page
         for refund in queryset:
             try:
-                refund_decide(refund_id=refund.pk, approve=approve, reviewer=request.user.get_username(), reason=reason)
+                seen = answers.get(f"to_address_{refund.pk}", "") if approve else None
+                refund_decide(
+                    refund_id=refund.pk, approve=approve, reviewer=request.user.get_username(),
+                    reason=answers["reason"], to_address=seen,
+                )
             except RefundDecisionError as exc:
                 self.message_user(request, f"refund {refund.pk}: {exc}", messages.WARNING)
             else:
