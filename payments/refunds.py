@@ -204,12 +204,9 @@ def refund_goodwill_open(*, payment_id: int, amount_base_units: int, reviewer: s
     with transaction.atomic():
         payment = PaymentRequest.objects.select_for_update().select_related("asset__network").get(pk=payment_id)
         asset = payment.asset
-        left = refund_room(payment=payment, chain_id=payment.chain_id, contract=payment.contract or "")
-        if amount_base_units > left:
-            raise ValueError(
-                f"A goodwill refund is at most {format_units(max(left, 0), payment.decimals)} {asset.symbol}: what"
-                " arrived in it, less what is already promised back or has left the address."
-            )
+        refusal = refund_goodwill_refusal(payment=payment, amount_base_units=amount_base_units)
+        if refusal:
+            raise ValueError(refusal)
         refund = Refund.objects.create(
             payment=payment,
             reason=RefundReason.GOODWILL,
@@ -228,6 +225,18 @@ def refund_goodwill_open(*, payment_id: int, amount_base_units: int, reviewer: s
         )
         email_enqueue(order_id=payment.order_id, name="refund_opened", params={"refund_id": refund.pk})
     return refund
+
+
+def refund_goodwill_refusal(*, payment: PaymentRequest, amount_base_units: int) -> str:
+    """Why a goodwill refund of this amount cannot be promised, in words for the reviewer; empty when it can.
+    Without the payment's lock it is a preview (the admin's form); refund_goodwill_open asks again under it."""
+    left = refund_room(payment=payment, chain_id=payment.chain_id, contract=payment.contract or "")
+    if amount_base_units <= left:
+        return ""
+    return (
+        f"A goodwill refund is at most {format_units(max(left, 0), payment.decimals)} {payment.asset.symbol}: what"
+        " arrived in it, less what is already promised back or has left the address."
+    )
 
 
 def refund_room(*, payment: PaymentRequest, chain_id: int, contract: str, besides: Refund | None = None) -> int:

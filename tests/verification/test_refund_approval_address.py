@@ -67,7 +67,8 @@ def test_an_address_changed_while_the_admin_confirmation_page_was_open_is_not_ap
     answer = client.post("/admin/payments/refund/", sent, follow=True).content.decode()
 
     # Then it is refused with a message, and the refund still waits
-    assert f"Refund {refund.pk}: The refund&#x27;s address changed to {ATTACKER} after you saw {CUSTOMER_WALLET}" in answer
+    said = f"Refund {refund.pk}: The refund&#x27;s address changed to {ATTACKER} after you saw {CUSTOMER_WALLET}"
+    assert said in answer
     assert Refund.objects.get(pk=refund.pk).status == "pending_approval"
 
     # And confirming a page that shows the new address approves it
