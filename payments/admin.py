@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
-from config.admin_base import ReadOnlyInline, details_asked, reason_asked
+from config.admin_base import ReadOnlyInline, ReasonForm, details_asked, reason_asked
 from payments.models import (
     Asset,
     Credit,
@@ -23,7 +23,7 @@ from payments.models import (
     UnexpectedOutflow,
 )
 from payments.networks import rpc_env_name, rpc_urls
-from payments.refunds import RefundDecisionError, refund_decide, refund_goodwill_open
+from payments.refunds import RefundDecisionError, refund_decide, refund_goodwill_open, refund_goodwill_refusal
 from payments.refunds_due import refunds_due_text
 from payments.review import Decision, ReviewError, payment_review_decide
 
@@ -186,8 +186,9 @@ class PaymentRequestAdmin(admin.ModelAdmin):
     @admin.action(description="Open a goodwill refund (in the payment's asset)", permissions=["review"])
     def goodwill_refund(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
         items = [f"{payment.order}: {payment.asset.symbol} on {payment.asset.network.name}" for payment in queryset]
+        form_class = type("GoodwillFormFor", (GoodwillForm,), {"payments": list(queryset)})
         answers, page = details_asked(
-            self, request, queryset, title="Goodwill refund", items=items, form_class=GoodwillForm
+            self, request, queryset, title="Goodwill refund", items=items, form_class=form_class
         )
         if page is not None:
             return page
@@ -212,6 +213,29 @@ class PaymentRequestAdmin(admin.ModelAdmin):
 class GoodwillForm(forms.Form):
     amount = forms.DecimalField(min_value=Decimal("0.000000000000000001"), help_text="in whole units of the asset")
     reason = forms.CharField(widget=forms.Textarea, max_length=2000)
+    payments: list[PaymentRequest] = []
+
+    def clean_amount(self) -> Decimal:
+        """More than a selected payment can still give back is an error on the field, before anything opens
+        (refund_goodwill_open checks again under the payment's lock)."""
+        amount = self.cleaned_data["amount"]
+        for payment in self.payments:
+            units = amount.scaleb(payment.decimals)
+            refusal = units == units.to_integral_value() and refund_goodwill_refusal(
+                payment=payment, amount_base_units=int(units)
+            )
+            if refusal:
+                raise forms.ValidationError(f"{payment.order}: {refusal}")
+        return amount
+
+
+def approval_form(refunds: QuerySet) -> type[forms.Form]:
+    """The reason, and each refund's address as the confirmation page shows it, in a hidden field."""
+    shown = {
+        f"to_address_{refund.pk}": forms.CharField(widget=forms.HiddenInput, initial=refund.to_address, required=False)
+        for refund in refunds
+    }
+    return type("RefundApprovalForm", (ReasonForm,), shown)
 
 
 class RefundEventInline(ReadOnlyInline):
@@ -253,12 +277,18 @@ class RefundAdmin(admin.ModelAdmin):
 
     def _decide(self, request: HttpRequest, queryset: QuerySet, *, approve: bool, title: str) -> HttpResponse | None:
         items = [f"{r.payment.order.reference}: {r.amount_text} to {r.to_address or '-'}" for r in queryset]
-        reason, page = reason_asked(self, request, queryset, title=title, items=items)
+        # An approval carries, per refund, the address this page showed: one changed since is not approved.
+        form_class = approval_form(queryset) if approve else ReasonForm
+        answers, page = details_asked(self, request, queryset, title=title, items=items, form_class=form_class)
         if page is not None:
             return page
         for refund in queryset:
             try:
-                refund_decide(refund_id=refund.pk, approve=approve, reviewer=request.user.get_username(), reason=reason)
+                seen = answers.get(f"to_address_{refund.pk}", "") if approve else None
+                refund_decide(
+                    refund_id=refund.pk, approve=approve, reviewer=request.user.get_username(),
+                    reason=answers["reason"], to_address=seen,
+                )
             except RefundDecisionError as exc:
                 self.message_user(request, f"refund {refund.pk}: {exc}", messages.WARNING)
             else:

@@ -1,4 +1,5 @@
-"""Payment reviewers' API: `POST /api/v1/refunds/<id>/approve/` and `.../reject/` (session or DRF token)."""
+"""Payment reviewers' API: `POST /api/v1/refunds/<id>/approve/` (with the `to_address` the reviewer saw) and
+`.../reject/` (session or DRF token)."""
 
 from __future__ import annotations
 
@@ -58,35 +59,39 @@ class DecisionInput(serializers.Serializer):
     reason = TextField(max_length=2000)
 
 
+class ApprovalInput(DecisionInput):
+    to_address = TextField(max_length=42, help_text="The refund's address as the reviewer saw it: 409 if it changed.")
+
+
 class DecisionOutput(serializers.Serializer):
     id = serializers.IntegerField()
     status = serializers.CharField()
 
 
-class RefundDecisionApi(APIView):
-    permission_classes = [IsPaymentReviewer]
-    approve = True
+DECISION_RESPONSES = {
+    200: DecisionOutput,
+    400: BAD_INPUT,
+    401: NOT_ALLOWED,
+    403: NOT_ALLOWED,
+    404: NOT_FOUND,
+    409: CONFLICT,
+    413: TOO_LARGE,
+    415: UNSUPPORTED_MEDIA_TYPE,
+    429: RATE_LIMITED,
+}
 
-    @extend_schema(
-        request=DecisionInput,
-        responses={
-            200: DecisionOutput,
-            400: BAD_INPUT,
-            401: NOT_ALLOWED,
-            403: NOT_ALLOWED,
-            404: NOT_FOUND,
-            409: CONFLICT,
-            413: TOO_LARGE,
-            415: UNSUPPORTED_MEDIA_TYPE,
-            429: RATE_LIMITED,
-        },
-        summary="Approve or reject a refund (payment reviewers)",
-    )
+
+class RefundRejectApi(APIView):
+    permission_classes = [IsPaymentReviewer]
+    approve = False
+    input_class: type[DecisionInput] = DecisionInput
+
+    @extend_schema(request=DecisionInput, responses=DECISION_RESPONSES, summary="Reject a refund (payment reviewers)")
     def post(self, request: Request, refund_id: str) -> Response:
         if not refund_id.isdigit():
             raise Http404
         get_object_or_404(Refund, pk=int(refund_id))
-        data = DecisionInput(data=request.data)
+        data = self.input_class(data=request.data)
         data.is_valid(raise_exception=True)
         try:
             refund = refund_decide(
@@ -94,10 +99,24 @@ class RefundDecisionApi(APIView):
                 approve=self.approve,
                 reviewer=request.user.get_username(),
                 reason=data.validated_data["reason"],
+                to_address=data.validated_data.get("to_address"),
             )
-        except RefundDecisionError as exc:
+        except RefundDecisionError as exc:  # its status, or an address changed since the reviewer saw it
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response({"id": refund.pk, "status": refund.status})
+
+
+class RefundApproveApi(RefundRejectApi):
+    approve = True
+    input_class = ApprovalInput
+
+    @extend_schema(
+        request=ApprovalInput,
+        responses=DECISION_RESPONSES,
+        summary="Approve a refund, naming the address seen; 409 if it changed since (payment reviewers)",
+    )
+    def post(self, request: Request, refund_id: str) -> Response:
+        return super().post(request, refund_id)
 
 
 class TreasuryPlanApi(APIView):

@@ -31,7 +31,7 @@ from payments.models import (
 )
 from payments.quotes import QuoteError, usd_rate
 from payments.refund_address import refund_address_check
-from payments.refunds_due import ALL, refunds_due_compute
+from payments.refunds_due import ALL, refunds_due_compute, refunds_due_text
 from shop.input_errors import OrderInputError
 from shop.models import OrderStatus
 from shop.outbox import email_enqueue
@@ -101,6 +101,8 @@ def refunds_follow(*, payment: PaymentRequest, now: dt.datetime, reason: str = "
         owed = sum(int(row.amount_base_units) for row in same if row.status in (R.APPROVED, R.SENT, R.CONFIRMED))
         want = int(due[key]["base_units"]) - owed if key in due else 0
         open_row = next((row for row in same if row.status in (R.AWAITING_ADDRESS, R.PENDING_APPROVAL)), None)
+        if want > 0:  # what is due is never promised twice (a goodwill refund), nor once it has left the address
+            want = min(want, refund_room(payment=payment, chain_id=key[0], contract=key[1], besides=open_row))
         if open_row is not None and want <= 0:
             refund_transition(refund=open_row, to=R.REJECTED, actor="system", reason="nothing is due back any more")
         elif open_row is not None and want != int(open_row.amount_base_units):
@@ -110,17 +112,40 @@ def refunds_follow(*, payment: PaymentRequest, now: dt.datetime, reason: str = "
     return opened
 
 
-def refunds_open_all(*, payment: PaymentRequest, actor: str, reason: str, now: dt.datetime) -> list[Refund]:
+def refunds_open_all(*, payment: PaymentRequest, actor: str, reason: str, now: dt.datetime) -> str:
     """Everything that arrived goes back (the order was cancelled after money came): decided now, like a
-    reviewer's rejection, so what is due no longer follows the chain. The caller holds the payment's lock."""
+    reviewer's rejection, so what is due no longer follows the chain. What already left the address is not
+    promised again (`refund_room`). The caller holds the payment's lock. Returns what could not be promised,
+    in words for staff (`refunds_short`); empty when all of it was."""
     credits = list(payment.credits.on_chain().select_related("network", "asset"))
     if not credits:
-        return []
+        return ""
     payment.refunds_due = refunds_due_compute(payment=payment, credits=credits, scope=ALL)
     payment.refund_decided_at = now
     payment.save(update_fields=["refunds_due", "refund_decided_at"])
-    payment_note(payment=payment, actor=actor, reason=f"refund of everything: {reason}", now=now)
-    return refunds_follow(payment=payment, now=now, reason=reason)
+    refunds_follow(payment=payment, now=now, reason=reason)
+    short = refunds_short(payment=payment)
+    note = f"refund of everything: {reason}" + (f"; {short}" if short else "")
+    payment_note(payment=payment, actor=actor, reason=note, now=now)
+    return short
+
+
+def refunds_short(*, payment: PaymentRequest) -> str:
+    """What is due back but promised by no refund, because it has already left the deposit address (a sweep
+    to the treasury, an unexpected outflow), in words for staff; empty when every unit is promised. A goodwill
+    refund counts as promised: it goes to the same customer. The caller holds the payment's lock."""
+    missing = []
+    for entry in payment.refunds_due:
+        same = {"chain_id": entry["chain_id"], "token_contract__iexact": entry["contract"] or ""}
+        promised = _total(payment.refunds.exclude(status=R.REJECTED).filter(**same))
+        if int(entry["base_units"]) > promised:
+            missing.append({**entry, "base_units": str(int(entry["base_units"]) - promised)})
+    if not missing:
+        return ""
+    return (
+        f"{refunds_due_text(missing)} not promised back: it has already left the deposit address (swept to the"
+        " treasury, or an unexpected outflow); pay it back from the treasury by hand"
+    )
 
 
 def _entry_asset(entry: dict) -> Asset | None:
@@ -179,12 +204,9 @@ def refund_goodwill_open(*, payment_id: int, amount_base_units: int, reviewer: s
     with transaction.atomic():
         payment = PaymentRequest.objects.select_for_update().select_related("asset__network").get(pk=payment_id)
         asset = payment.asset
-        left = _left_to_give(payment)
-        if amount_base_units > left:
-            raise ValueError(
-                f"A goodwill refund is at most {format_units(max(left, 0), payment.decimals)} {asset.symbol}: what"
-                " arrived in it, less what is already promised back or has left the address."
-            )
+        refusal = refund_goodwill_refusal(payment=payment, amount_base_units=amount_base_units)
+        if refusal:
+            raise ValueError(refusal)
         refund = Refund.objects.create(
             payment=payment,
             reason=RefundReason.GOODWILL,
@@ -205,13 +227,33 @@ def refund_goodwill_open(*, payment_id: int, amount_base_units: int, reviewer: s
     return refund
 
 
-def _left_to_give(payment: PaymentRequest) -> int:
-    """What the address can still give back in the payment's own asset: what arrived, less the refunds not
-    rejected, the sweeps and the unexpected outflows. The caller holds the payment's lock."""
-    same = {"chain_id": payment.chain_id, "token_contract__iexact": payment.contract or ""}
+def refund_goodwill_refusal(*, payment: PaymentRequest, amount_base_units: int) -> str:
+    """Why a goodwill refund of this amount cannot be promised, in words for the reviewer; empty when it can.
+    Without the payment's lock it is a preview (the admin's form); refund_goodwill_open asks again under it."""
+    left = refund_room(payment=payment, chain_id=payment.chain_id, contract=payment.contract or "")
+    if amount_base_units <= left:
+        return ""
+    return (
+        f"A goodwill refund is at most {format_units(max(left, 0), payment.decimals)} {payment.asset.symbol}: what"
+        " arrived in it, less what is already promised back or has left the address."
+    )
+
+
+def refund_room(*, payment: PaymentRequest, chain_id: int, contract: str, besides: Refund | None = None) -> int:
+    """What can still be promised back in one asset of a payment (chain id and token contract, empty for the
+    coin): what arrived in it (the shop's gas top-ups and a reorg's removed transfers aside), less every refund
+    not rejected (open, approved, sent or confirmed: promised or paid), the sweeps to the treasury and the
+    unexpected outflows. `besides`: an open refund being resized, not counted against itself.
+
+    Every path that opens or grows a refund (goodwill, `refunds_follow`) asks this holding the payment's row
+    lock, so two promises never count the same money, whatever order they come in."""
+    same = {"chain_id": chain_id, "token_contract__iexact": contract or ""}
     arrived = payment.credits.on_chain().exclude(kind=CreditKind.GAS).filter(**same)
+    refunds = payment.refunds.exclude(status=R.REJECTED).filter(**same)
+    if besides is not None:
+        refunds = refunds.exclude(pk=besides.pk)
     gone = (
-        payment.refunds.exclude(status=R.REJECTED).filter(**same),
+        refunds,
         payment.sweeps.filter(removed_at__isnull=True, **same),
         payment.unexpected_outflows.filter(**same),
     )
@@ -227,22 +269,38 @@ class RefundDecisionError(Exception):
     """A decision the refund's status does not allow, in words for the reviewer."""
 
 
-def refund_decide(*, refund_id: int, approve: bool, reviewer: str, reason: str) -> Refund:
-    """A payment reviewer approves a refund that has its address, or rejects an open or approved one."""
+class RefundAddressChanged(RefundDecisionError):
+    """The address the reviewer saw is no longer the refund's: the link holder changed it since."""
+
+
+def refund_decide(
+    *, refund_id: int, approve: bool, reviewer: str, reason: str, to_address: str | None = None
+) -> Refund:
+    """A payment reviewer approves a refund that has its address, or rejects an open or approved one.
+
+    An approval names the address the reviewer saw (`to_address`): the customer can change it until then, so
+    an address changed after the reviewer loaded the refund is not approved (RefundAddressChanged)."""
     if not reason.strip():
         raise RefundDecisionError("A reason is required for every decision.")
     with transaction.atomic():
+        # The customer's address change takes this lock too (refund_address_give): seen and approved are one.
         refund = Refund.objects.select_for_update().get(pk=refund_id)
         to = R.APPROVED if approve else R.REJECTED
         if approve and refund.status != R.PENDING_APPROVAL:
             raise RefundDecisionError(f"Only a refund waiting for approval can be approved; it is {refund.status}.")
+        if approve and not (to_address or "").strip():
+            raise RefundDecisionError("An approval names the address it approves (the one you saw).")
+        if approve and refund.to_address.lower() != to_address.strip().lower():
+            raise RefundAddressChanged(
+                f"The refund's address changed to {refund.to_address} after you saw {to_address.strip()}: look at"
+                " it again before approving."
+            )
         try:
             refund_transition(refund=refund, to=to, actor=f"reviewer {reviewer}", reason=reason)
         except RefundTransitionNotAllowed:
             raise RefundDecisionError(f"A refund that is {refund.status} cannot be rejected any more.") from None
         Refund.objects.filter(pk=refund.pk).update(decided_by=reviewer)
     return refund
-
 
 
 def refund_address_give(*, order_id: int, refund_id: int, address: str) -> Refund:

@@ -185,7 +185,7 @@ class OrderAdmin(admin.ModelAdmin):
     def cancel_orders(self, request: HttpRequest, queryset: QuerySet[Order]) -> None:
         for order in queryset:
             try:
-                order_cancel_with_refunds(
+                short = order_cancel_with_refunds(
                     order_id=order.pk, actor=request.user.get_username(), reason="cancelled in the admin"
                 )
             except TransitionNotAllowed:
@@ -194,6 +194,8 @@ class OrderAdmin(admin.ModelAdmin):
                 )
             else:
                 self.message_user(request, f"{order.reference}: cancelled")
+                for text in short:
+                    self.message_user(request, f"{order.reference}: {text}", messages.WARNING)
 
     def has_review_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.review_payment")

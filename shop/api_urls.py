@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from payments.api import LedgerCsvApi, RefundDecisionApi, TreasuryPlanApi
+from payments.api import LedgerCsvApi, RefundApproveApi, RefundRejectApi, TreasuryPlanApi
 from provisioning.api import NodeRecheckApi, OrderPrepareApi
 from shop import advisor_views, api, lookup_views
 from shop.refund_views import RefundAddressApi
@@ -21,8 +21,8 @@ urlpatterns = [
         RefundAddressApi.as_view(),
         name="api_refund_address",
     ),
-    path("refunds/<str:refund_id>/approve/", RefundDecisionApi.as_view(approve=True), name="api_refund_approve"),
-    path("refunds/<str:refund_id>/reject/", RefundDecisionApi.as_view(approve=False), name="api_refund_reject"),
+    path("refunds/<str:refund_id>/approve/", RefundApproveApi.as_view(), name="api_refund_approve"),
+    path("refunds/<str:refund_id>/reject/", RefundRejectApi.as_view(), name="api_refund_reject"),
     path("treasury/plan/", TreasuryPlanApi.as_view(), name="api_treasury_plan"),
     path("treasury/ledger.csv", LedgerCsvApi.as_view(), name="api_treasury_ledger"),
     path("advisor/", advisor_views.AdvisorApi.as_view(), name="api_advisor"),

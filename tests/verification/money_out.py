@@ -41,11 +41,18 @@ def give_address(client, placed: dict, refund_id: int, address: str, token: str 
     )
 
 
-def decide(client, refund_id: int, verb: str, token: str | None, reason: str = "checked the transfer"):
+def decide(
+    client, refund_id: int, verb: str, token: str | None, reason: str = "checked the transfer",
+    to_address: str | None = None,
+):
+    """A reviewer's decision through the API. An approval names the address the reviewer saw: by default the
+    refund's address now."""
     headers = {"Authorization": f"Token {token}"} if token else {}
-    return client.post(
-        f"/api/v1/refunds/{refund_id}/{verb}/", {"reason": reason}, content_type="application/json", headers=headers
-    )
+    body = {"reason": reason}
+    if verb == "approve":
+        now = Refund.objects.filter(pk=refund_id).values_list("to_address", flat=True).first()
+        body["to_address"] = to_address if to_address is not None else (now or "")
+    return client.post(f"/api/v1/refunds/{refund_id}/{verb}/", body, content_type="application/json", headers=headers)
 
 
 def refund_approved(client, placed: dict, refund: Refund, reviewer: str) -> Refund:

@@ -337,7 +337,7 @@ def test_a_goodwill_refund_is_never_more_than_the_address_still_has_to_give(chai
             payment_id=payment_id, amount_base_units=units(placed), reviewer="sam", reason="very slow"
         )
 
-    # Or through the admin's action: a warning on the page, not an error
+    # Or through the admin's action: an error on the amount field, not a server error
     from django.contrib.auth import get_user_model
 
     staff("reviewer", "rita")
@@ -348,6 +348,7 @@ def test_a_goodwill_refund_is_never_more_than_the_address_still_has_to_give(chai
         follow=True,
     )
     assert page.status_code == 200 and "A goodwill refund is at most 1989 USDC" in page.content.decode()
+    assert 'id="id_amount_error"' in page.content.decode() and 'aria-invalid="true"' in page.content.decode()
 
     # Then nothing is opened: money that never arrived, or is promised already, is not promised twice
     assert Refund.objects.count() == 1
