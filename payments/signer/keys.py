@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from payments.signer.files import read_guarded
 from payments.signer.plan import Plan, PlanError
 
 # The account that pays the gas of token transfers: the mnemonic's internal (change) chain, never a deposit.
@@ -19,23 +18,10 @@ Account.enable_unaudited_hdwallet_features()
 
 def read_mnemonic(path: Path) -> str:
     """The file's words, refused when it is a link, not a regular file, or open to group or others."""
-    try:
-        info = os.lstat(path)
-    except OSError as error:
-        raise PlanError(f"cannot read the mnemonic file {path}: {error}") from error
-    if not stat.S_ISREG(info.st_mode):
-        raise PlanError(f"the mnemonic file {path} is not a regular file (a link or a device is refused)")
-    if info.st_mode & 0o077:
-        raise PlanError(
-            f"the mnemonic file {path} is open to group or others (mode {info.st_mode & 0o777:o}): chmod 600"
-        )
-    # O_NOFOLLOW, then fstat: the file read is the one checked, even if the path changed in between.
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(fd) as handle:
-        opened = os.fstat(handle.fileno())
-        if not stat.S_ISREG(opened.st_mode) or opened.st_mode & 0o077 or opened.st_ino != info.st_ino:
-            raise PlanError(f"the mnemonic file {path} changed while it was read")
-        words = " ".join(handle.read().split())
+    text = read_guarded(
+        path, what="mnemonic file", forbidden=0o077, too_open="open to group or others (mode {mode}): chmod 600"
+    )
+    words = " ".join(text.split())
     if not words:
         raise PlanError(f"the mnemonic file {path} is empty")
     return words

@@ -4,13 +4,12 @@ the chain, and the caps on what one run may refund. A plan that disagrees with a
 
 from __future__ import annotations
 
-import os
-import stat
 import tomllib
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from payments.signer.files import read_guarded
 from payments.signer.plan import Plan, PlanError
 from payments.signer.plan import _address as address
 
@@ -66,18 +65,10 @@ def token_caps(values, where: str) -> dict[str, Decimal]:
 def read_config(path: Path) -> dict:
     """The TOML file's pins. Refused when it is a link, not a regular file, or writable by group or others: whoever
     can write it chooses where the sweeps go."""
+    text = read_guarded(path, what="config file", forbidden=0o022, too_open="writable by group or others (mode {mode})")
     try:
-        info = os.lstat(path)
-    except OSError as error:
-        raise PlanError(f"cannot read the config file {path}: {error}") from error
-    if not stat.S_ISREG(info.st_mode):
-        raise PlanError(f"the config file {path} is not a regular file (a link or a device is refused)")
-    if info.st_mode & 0o022:
-        raise PlanError(f"the config file {path} is writable by group or others (mode {info.st_mode & 0o777:o})")
-    try:
-        with open(path, "rb") as handle:
-            config = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as error:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
         raise PlanError(f"cannot read the config file {path}: {error}") from error
     unknown = set(config) - CONFIG_KEYS
     if unknown:  # a misspelt cap would silently stay 0, a misspelt treasury unpinned

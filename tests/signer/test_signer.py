@@ -86,6 +86,24 @@ def plan(chain, people):
     }
 
 
+@pytest.fixture
+def sign(chain, people, tmp_path):
+    """The treasurer's run of a plan: the test's mnemonic, pinned to the test's treasury, its state in the test's
+    folder; `rpc_url` for a proxy in front of the chain."""
+
+    def run(plan, *extra: str, rpc_url: str | None = None):
+        return run_signer(
+            plan,
+            mnemonic_file(tmp_path),
+            rpc_url or chain.node.url,
+            *extra,
+            directory=tmp_path,
+            treasury=people["treasury"],
+        )
+
+    return run
+
+
 def senders(plan) -> list[str]:
     return [item["address"] for item in plan["items"]] + [derived(GAS_PATH)]
 
@@ -162,57 +180,49 @@ def test_a_mnemonic_file_behind_a_symlink_is_refused(chain, plan, people, tmp_pa
     assert_nothing_sent(chain, plan, people)
 
 
-def test_an_address_of_another_mnemonic_refuses_the_whole_plan(chain, plan, people, tmp_path):
+def test_an_address_of_another_mnemonic_refuses_the_whole_plan(sign, chain, plan, people, tmp_path):
     stranger = derived(deposit_path(42), OTHER_MNEMONIC)  # anvil's mnemonic, past the accounts it funds
     chain.fund(stranger, ETH)
     plan["items"].append({**plan["items"][0], "address": stranger, "derivation_path": deposit_path(2)})
-    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    done = sign(plan)
     assert done.returncode == 2, done.stderr
     assert "does not derive from this mnemonic" in done.stderr
     assert [chain.nonce(address) for address in senders(plan)] == [0, 0, 0, 0]
     assert chain.eth(stranger) == ETH and chain.eth(people["native_refund"]) == 0
 
 
-def test_a_wrong_derivation_path_refuses_the_whole_plan(chain, plan, people, tmp_path):
+def test_a_wrong_derivation_path_refuses_the_whole_plan(sign, chain, plan, people, tmp_path):
     plan["items"][1]["derivation_path"] = deposit_path(5)  # the token deposit is /1
-    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    done = sign(plan)
     assert done.returncode == 2, done.stderr
     assert "does not derive from this mnemonic at m/44'/60'/0'/0/5" in done.stderr
     assert_nothing_sent(chain, plan, people)
 
 
-def test_a_gas_account_that_is_not_the_mnemonics_is_refused(chain, plan, people, tmp_path):
+def test_a_gas_account_that_is_not_the_mnemonics_is_refused(sign, chain, plan, people, tmp_path):
     plan["gas_account"] = derived(GAS_PATH, OTHER_MNEMONIC)
-    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    done = sign(plan)
     assert done.returncode == 2, done.stderr
     assert_nothing_sent(chain, plan, people)
 
 
-def test_a_plan_for_another_chain_is_refused(chain, plan, people, tmp_path):
+def test_a_plan_for_another_chain_is_refused(sign, chain, plan, people, tmp_path):
     plan["chain_id"] = 1  # Ethereum's plan, replayed on this chain
-    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    done = sign(plan)
     assert done.returncode == 2, done.stderr
     assert "chain id is 31337, the plan is for 1" in done.stderr
     assert_nothing_sent(chain, plan, people)
 
 
-def test_refunds_in_the_coin_above_the_treasurers_cap_are_refused(chain, plan, people, tmp_path):
-    done = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--max-refunds-native",
-        "0.5",
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+def test_refunds_in_the_coin_above_the_treasurers_cap_are_refused(sign, chain, plan, people, tmp_path):
+    done = sign(plan, "--max-refunds-native", "0.5")
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"refund {people['native_refund']} 1 ETH order B2-NATV-0001" in done.stdout
     assert "the refunds in the chain's coin total 1, above the cap of 0.5 (--max-refunds-native)" in done.stderr
     assert_nothing_sent(chain, plan, people)
 
 
-def test_the_pins_may_come_from_a_config_file_only_the_treasurer_may_write(chain, plan, people, tmp_path):
+def test_the_pins_may_come_from_a_config_file_only_the_treasurer_may_write(sign, chain, plan, people, tmp_path):
     config = tmp_path / "signer.toml"
     sign = functools.partial(run_signer, plan, mnemonic_file(tmp_path), chain.node.url, "--config", str(config))
     # A file others may write: whoever can write it chooses where the sweeps go
@@ -239,7 +249,7 @@ def test_the_pins_may_come_from_a_config_file_only_the_treasurer_may_write(chain
 GAS_GUZZLER = "0x614e205b6001900380600357" + "7f" + "ff" * 32 + "60005260206000f3"
 
 
-def test_a_token_whose_transfer_burns_gas_gets_no_top_up_from_the_gas_account(chain, plan, people, tmp_path):
+def test_a_token_whose_transfer_burns_gas_gets_no_top_up_from_the_gas_account(sign, chain, plan, people, tmp_path):
     """A server taken over cannot burn the gas account in fees: it names a contract of its own as an item's token,
     whose transfer costs far more gas than a token's; the top-up for it would be spent on nothing."""
     guzzler = Account.create().address
@@ -256,16 +266,16 @@ def test_a_token_whose_transfer_burns_gas_gets_no_top_up_from_the_gas_account(ch
             "sweep_base_units": 1,
         }
     ]
-    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    done = sign(plan)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "above the 200000 gas a token transfer may cost" in done.stderr
     assert chain.nonce(derived(GAS_PATH)) == 0 and chain.eth(derived(GAS_PATH)) == GAS_FUNDS
     assert chain.eth(deposit) == 0
 
 
-def test_a_plan_that_moves_more_than_the_address_holds_skips_that_item(chain, plan, people, tmp_path):
+def test_a_plan_that_moves_more_than_the_address_holds_skips_that_item(sign, chain, plan, people, tmp_path):
     plan["items"][1]["sweep_base_units"] = TOKEN_DEPOSIT  # refund + sweep = 130 USDC, the address holds 100
-    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    done = sign(plan)
     assert done.returncode == 1, done.stderr
     assert "the address holds 100000000 now" in done.stderr
     token = plan["items"][1]["address"]
@@ -273,44 +283,28 @@ def test_a_plan_that_moves_more_than_the_address_holds_skips_that_item(chain, pl
     assert chain.eth(people["native_refund"]) == NATIVE_REFUND  # the other item is paid
 
 
-def test_a_journal_of_another_plan_is_refused(chain, plan, people, tmp_path):
+def test_a_journal_of_another_plan_is_refused(sign, chain, plan, people, tmp_path):
     out = tmp_path / "sent.json"
     (tmp_path / "sent.json.journal").write_text(json.dumps({"plan": "0" * 64, "transfers": {}}))
-    done = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(out),
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    done = sign(plan, "--json", str(out))
     assert done.returncode == 2, done.stderr
     assert "belongs to another plan" in done.stderr
     assert_nothing_sent(chain, plan, people)
 
 
-def test_a_second_signer_on_the_same_journal_is_refused(chain, plan, people, tmp_path):
+def test_a_second_signer_on_the_same_journal_is_refused(sign, chain, plan, people, tmp_path):
     out = tmp_path / "sent.json"
     with open(tmp_path / "sent.json.journal.lock", "a") as held:  # a first signer, still running
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        done = run_signer(
-            plan,
-            mnemonic_file(tmp_path),
-            chain.node.url,
-            "--json",
-            str(out),
-            directory=tmp_path,
-            treasury=people["treasury"],
-        )
+        done = sign(plan, "--json", str(out))
     assert done.returncode == 2, done.stderr
     assert "another signer is running" in done.stderr
     assert_nothing_sent(chain, plan, people)
 
 
-def test_a_refund_the_recipient_refuses_skips_that_item(chain, plan, people, tmp_path):
+def test_a_refund_the_recipient_refuses_skips_that_item(sign, chain, plan, people, tmp_path):
     plan["items"][0]["refunds"][0]["to_address"] = chain.token  # a contract without a payable fallback
-    done = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    done = sign(plan)
     assert done.returncode == 1, done.stderr
     assert "would fail" in done.stderr
     native, token = (item["address"] for item in plan["items"])
@@ -318,7 +312,7 @@ def test_a_refund_the_recipient_refuses_skips_that_item(chain, plan, people, tmp
     assert chain.tokens(people["token_refund"]) == TOKEN_REFUND  # the other item is paid
 
 
-def test_a_reverted_transfer_fails_the_run_and_stops_its_item(chain, plan, people, tmp_path):
+def test_a_reverted_transfer_fails_the_run_and_stops_its_item(sign, chain, plan, people, tmp_path):
     refund_to = plan["items"][0]["refunds"][0]["to_address"]
 
     def recipient_starts_refusing(number: int) -> None:
@@ -327,9 +321,7 @@ def test_a_reverted_transfer_fails_the_run_and_stops_its_item(chain, plan, peopl
 
     rpc = DroppingRpc(chain.node.url, before_send=recipient_starts_refusing)
     out = tmp_path / "sent.json"
-    done = run_signer(
-        plan, mnemonic_file(tmp_path), rpc.url, "--json", str(out), directory=tmp_path, treasury=people["treasury"]
-    )
+    done = sign(plan, "--json", str(out), rpc_url=rpc.url)
     rpc.stop()
     assert done.returncode == 1, done.stdout + done.stderr
     sent = json.loads(out.read_text())
@@ -341,10 +333,8 @@ def test_a_reverted_transfer_fails_the_run_and_stops_its_item(chain, plan, peopl
     assert chain.tokens(people["treasury"]) == TOKEN_DEPOSIT - TOKEN_REFUND  # the token item is paid
 
 
-def test_a_dry_run_sends_nothing_and_prints_the_gas_total(chain, plan, people, tmp_path):
-    done = run_signer(
-        plan, mnemonic_file(tmp_path), chain.node.url, "--dry-run", directory=tmp_path, treasury=people["treasury"]
-    )
+def test_a_dry_run_sends_nothing_and_prints_the_gas_total(sign, chain, plan, people, tmp_path):
+    done = sign(plan, "--dry-run")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert sum("would send" in line for line in lines) == 5  # 2 native, the gas top-up, 2 token transfers
@@ -357,17 +347,9 @@ def test_a_dry_run_sends_nothing_and_prints_the_gas_total(chain, plan, people, t
 # The whole plan, and a rerun after an RPC that drops mid-run.
 
 
-def test_the_signer_pays_the_refunds_then_sweeps_to_the_treasury(chain, plan, people, tmp_path):
+def test_the_signer_pays_the_refunds_then_sweeps_to_the_treasury(sign, chain, plan, people, tmp_path):
     out = tmp_path / "sent.json"
-    done = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(out),
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    done = sign(plan, "--json", str(out))
     assert done.returncode == 0, done.stderr
     sent = json.loads(out.read_text())
     assert [entry["kind"] for entry in sent] == ["refund", "sweep", "gas", "refund", "sweep"]
@@ -387,112 +369,63 @@ def test_the_signer_pays_the_refunds_then_sweeps_to_the_treasury(chain, plan, pe
         f"{by_sender[token][1]['gas_used']})"
     )
     # A rerun of the same command finds every transfer in the journal: nothing is sent again.
-    again = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(out),
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    again = sign(plan, "--json", str(out))
     assert again.returncode == 0, again.stderr
     assert_paid_once(chain, plan, people, json.loads(out.read_text()))
 
 
 @pytest.mark.parametrize("sends_before_drop", [1, 2, 3, 4, 5])
-def test_an_rpc_that_drops_mid_run_then_a_rerun_pays_nothing_twice(chain, plan, people, tmp_path, sends_before_drop):
+def test_an_rpc_that_drops_mid_run_then_a_rerun_pays_nothing_twice(
+    sign, chain, plan, people, tmp_path, sends_before_drop
+):
     rpc = DroppingRpc(chain.node.url, sends_before_drop=sends_before_drop)
     out = tmp_path / "sent.json"
-    dropped = run_signer(
-        plan, mnemonic_file(tmp_path), rpc.url, "--json", str(out), directory=tmp_path, treasury=people["treasury"]
-    )
+    dropped = sign(plan, "--json", str(out), rpc_url=rpc.url)
     assert dropped.returncode == 1, dropped.stdout + dropped.stderr
     assert "rerun the same command" in dropped.stderr
     # A dry run now reads the journal: it shows what the first run sent as mined and would send only the rest.
     nonces = [chain.nonce(address) for address in senders(plan)]
-    dry = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(out),
-        "--dry-run",
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    dry = sign(plan, "--json", str(out), "--dry-run")
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert dry.stdout.count("would send") == 5 - sends_before_drop
     assert dry.stdout.count("mined (journal)") == sends_before_drop
     assert f"dry run: {5 - sends_before_drop} transactions" in dry.stdout
     assert [chain.nonce(address) for address in senders(plan)] == nonces
-    rerun = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(out),
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    rerun = sign(plan, "--json", str(out))
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert_paid_once(chain, plan, people, json.loads(out.read_text()))
     assert "(journal)" in rerun.stdout  # what the first run sent is reported from its journal, not sent again
 
 
-def test_a_lost_journal_cannot_pay_twice(chain, plan, people, tmp_path):
+def test_a_lost_journal_cannot_pay_twice(sign, chain, plan, people, tmp_path):
     out = tmp_path / "sent.json"
-    first = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(out),
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    first = sign(plan, "--json", str(out))
     assert first.returncode == 0, first.stderr
     sent = json.loads(out.read_text())
     (tmp_path / "sent.json.journal").unlink()
-    again = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    again = sign(plan)
     assert again.returncode == 1
     assert again.stdout.count("sent by an earlier plan: not sent again") == 2  # the refunds: the refund register
     assert again.stderr.count("the address holds 0 now") == 1  # the token sweep: the balance check
     assert_paid_once(chain, plan, people, sent)
     # The refund register lost too: the balance check alone stops both items
     shutil.rmtree(tmp_path / "state")
-    third = run_signer(plan, mnemonic_file(tmp_path), chain.node.url, directory=tmp_path, treasury=people["treasury"])
+    third = sign(plan)
     assert third.returncode == 1
     assert third.stderr.count("the address holds") == 2  # both items: their balance is below the plan's sum now
     assert_paid_once(chain, plan, people, sent)
 
 
-def test_a_refund_a_later_plan_names_again_is_not_paid_again_from_the_money_left(chain, plan, people, tmp_path):
+def test_a_refund_a_later_plan_names_again_is_not_paid_again_from_the_money_left(sign, chain, plan, people, tmp_path):
     """The shop has not recorded the first payment of refund 7 yet, so its next plan (another digest, another
     folder, hence another journal) names it again, and the address holds enough to pay it twice."""
-    first = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(tmp_path / "a.json"),
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    first = sign(plan, "--json", str(tmp_path / "a.json"))
     assert first.returncode == 0, first.stdout + first.stderr
     native = plan["items"][0]["address"]
     chain.fund(native, NATIVE_DEPOSIT)  # more money on the address since
     later = {**plan, "items": [{**plan["items"][0], "balance_base_units": NATIVE_DEPOSIT, "sweep_base_units": 0}]}
     (tmp_path / "later").mkdir()
-    again = run_signer(
-        later,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(tmp_path / "later" / "b.json"),
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    again = sign(later, "--json", str(tmp_path / "later" / "b.json"))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "refund" in again.stdout and "sent by an earlier plan: not sent again" in again.stdout
     assert chain.eth(people["native_refund"]) == NATIVE_REFUND  # once
@@ -516,7 +449,7 @@ def test_the_signer_imports_no_django_and_nothing_of_the_shop(tmp_path):
     assert done.returncode == 0, done.stderr
 
 
-def test_an_address_holding_a_token_and_the_coin_sweeps_the_coin_first(chain, plan, people, tmp_path):
+def test_an_address_holding_a_token_and_the_coin_sweeps_the_coin_first(sign, chain, plan, people, tmp_path):
     """One deposit address with 100 USDC and 0.5 ETH (a coin payment to a token order): two items. Listed token
     first, the coin still goes first, so the token transfers' gas comes from the gas account, not the coin."""
     token_item = plan["items"][1]
@@ -534,15 +467,7 @@ def test_an_address_holding_a_token_and_the_coin_sweeps_the_coin_first(chain, pl
         }
     )
     out = tmp_path / "sent.json"
-    done = run_signer(
-        plan,
-        mnemonic_file(tmp_path),
-        chain.node.url,
-        "--json",
-        str(out),
-        directory=tmp_path,
-        treasury=people["treasury"],
-    )
+    done = sign(plan, "--json", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     sent = json.loads(out.read_text())
     from_address = [(entry["kind"], entry["asset"]) for entry in sent if entry["sender"] == address]
