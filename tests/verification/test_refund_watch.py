@@ -51,6 +51,16 @@ def sign(plan: dict, key, chain, directory, run: str):
     return done, json.loads((folder / "run.json").read_text())
 
 
+def paid_past_its_watch(customer, chain, scan_pass) -> dict:
+    """An order paid exactly in USDC, whose address's watch window is over (day 8 or later)."""
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    PaymentRequest.objects.filter(pk=payment_of(placed).pk).update(watch_until=timezone.now() - dt.timedelta(days=1))
+    return placed
+
+
 def paid_by_plan_and_recorded_once(client, chain, scan_pass, key, tmp_path, placed: dict, refund: Refund) -> None:
     """The refund is planned, the signer pays it, the scan records it as for any watched address (sent, then
     confirmed, the customer emailed, a ledger row), and the next plan no longer pays it."""
@@ -84,11 +94,7 @@ def test_a_refund_of_a_cancellation_after_the_watch_window_is_recorded_confirmed
     treasurers_key, chain, customer, scan_pass, client, tmp_path
 ):
     # Given an order paid exactly, whose address the scan stopped reading (its watch window is over)
-    placed = customer.order()
-    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
-    chain.mine(1)
-    scan_pass()
-    PaymentRequest.objects.filter(pk=payment_of(placed).pk).update(watch_until=timezone.now() - dt.timedelta(days=1))
+    placed = paid_past_its_watch(customer, chain, scan_pass)
     # And staff cancel the order then (day 8 or later): all of it goes back, approved by a reviewer
     order_cancel_with_refunds(order_id=order_of(placed).pk, actor="staff ada", reason="the customer asked")
     refund = refund_approved(client, placed, Refund.objects.get(payment=payment_of(placed)), staff("reviewer", "rita"))
@@ -157,11 +163,7 @@ def test_a_sweep_of_an_address_past_its_watch_window_is_recorded_in_the_books(
     treasurers_key, chain, customer, scan_pass, client, tmp_path
 ):
     # Given a paid order whose watch window is over, its money still on the address
-    placed = customer.order()
-    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
-    chain.mine(1)
-    scan_pass()
-    PaymentRequest.objects.filter(pk=payment_of(placed).pk).update(watch_until=timezone.now() - dt.timedelta(days=1))
+    placed = paid_past_its_watch(customer, chain, scan_pass)
     chain.wallet.pay_native(gas_account_address(), 10**18)
 
     # When the treasurer's plan sweeps it and the scan runs
