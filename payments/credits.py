@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from payments.addresses import gas_account_address
+from payments.books import payment_books_refresh
 from payments.models import Asset, Credit, CreditKind, Network, PaymentRequest
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
             credit, created = Credit.objects.select_for_update().get_or_create(**key, defaults=values)
             if created:
                 log.info("credit %s:%s for %s", transfer.tx_hash, transfer.log_index, payment.order_id)
+                payment_books_refresh(payment_id=payment.pk)
                 return credit
             if credit.on_chain and credit.final and credit.block_hash != transfer.block_hash:
                 # Final money in another block: a reorg deeper than the confirmations. The pass's re-check of
@@ -112,6 +114,7 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
                 credit.final = False
                 credit.confirmations = 0
                 credit.save()
+                payment_books_refresh(payment_id=payment.pk)
                 return credit
             return None
     except IntegrityError:  # a concurrent pass stored it first: it is counted once either way
@@ -123,6 +126,7 @@ def credit_remove(*, credit: Credit, reason: str, now: dt.datetime | None = None
     Credit.objects.on_chain().filter(pk=credit.pk).update(
         removed_at=now or timezone.now(), removed_reason=reason[:300], final=False, confirmations=0
     )
+    payment_books_refresh(payment_id=credit.payment_id)
 
 
 def credit_move(*, credit: Credit, block: dict, reason: str) -> None:

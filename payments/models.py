@@ -171,15 +171,17 @@ class AddressCursor(models.Model):
 class PaymentRequestQuerySet(models.QuerySet):
     def watched(self, now) -> PaymentRequestQuerySet:
         """The deposit addresses the scan reads: in their watch window (a rejected payment's money is decided),
-        or, whatever the window and the status, while a refund from it is approved or sent (money leaves or
-        waits for confirmations), or while the treasury plan named it (`plan_watch_until`: its sweep is on the
-        way). An address is watched while the books say money leaves it, and only then: the cost stays bounded
-        by the open orders, the open refunds and the last plan's items."""
+        or, whatever the window and the status: while the books say money is on it (`holds_money`: paid and not
+        yet swept or refunded, so a leaked key is still seen), while a refund from it is approved or sent (money
+        leaves or waits for confirmations), or while the treasury plan named it (`plan_watch_until`: its sweep
+        is on the way). The cost stays bounded by the open orders, the money not yet collected, the open
+        refunds and the last plan's items."""
         leaving = Refund.objects.filter(
             payment=models.OuterRef("pk"), status__in=(RefundStatus.APPROVED, RefundStatus.SENT)
         )
         return self.filter(
             (Q(watch_until__gte=now) & ~Q(status=PaymentStatus.REJECTED))
+            | Q(holds_money=True)
             | Q(plan_watch_until__gte=now)
             | models.Exists(leaving)
         )
@@ -216,6 +218,8 @@ class PaymentRequest(models.Model):
     # Set by each treasury plan that names the address (payments/treasury.py): the scan reads it until then,
     # whatever its window or status, so the signer's sweep of it is recorded.
     plan_watch_until = models.DateTimeField(null=True, blank=True)
+    # The books say money is on the address (payments.books): kept by every credit and every movement out.
+    holds_money = models.BooleanField(default=False)
 
     status = models.CharField(max_length=16, choices=PaymentStatus.choices, default=PaymentStatus.PENDING)
     received_base_units = BaseUnitsField(default=0)

@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from payments.books import payment_books_refresh
 from payments.credits import Transfer
 from payments.lifecycle import payment_note
 from payments.models import Network, PaymentRequest, Refund, RefundStatus, Sweep, UnexpectedOutflow
@@ -58,9 +59,12 @@ def outflow_record(*, payment: PaymentRequest, transfer: Transfer, now: dt.datet
     network = transfer.network
     key = {"chain_id": network.chain_id, "tx_hash": transfer.tx_hash.lower(), "log_index": transfer.log_index}
     try:
-        return _classify(payment, transfer, key, now)
+        recorded = _classify(payment, transfer, key, now)
     except IntegrityError:  # a concurrent pass stored it first: recorded once either way
         return None
+    if recorded:
+        payment_books_refresh(payment_id=payment.pk)
+    return recorded
 
 
 def _classify(payment: PaymentRequest, transfer: Transfer, key: dict, now: dt.datetime) -> str | None:
@@ -151,6 +155,7 @@ def outflows_reconfirm(
             continue
         if _gone(receipt):
             Sweep.objects.filter(pk=sweep.pk).update(removed_at=now, final=False)
+            payment_books_refresh(payment_id=sweep.payment_id)  # the money is back on the address
             changed += 1
         else:
             number = int(receipt["blockNumber"], 16)
@@ -197,6 +202,7 @@ def _refund_follow(refund: Refund, receipt: dict | None, network: Network, head:
             Refund.objects.filter(pk=refund.pk).update(tx_hash="", block_number=None)
             refund_transition(refund=refund, to=R.APPROVED, actor=ACTOR, reason=reason, now=now)
             payment_note(payment=payment, actor=ACTOR, now=now, reason=f"refund {refund.pk} back to approved: {reason}")
+            payment_books_refresh(payment_id=payment.pk)
             return 1
         Refund.objects.filter(pk=refund.pk).update(block_number=number)
         refund_transition(refund=refund, to=R.CONFIRMED, actor=ACTOR, reason=f"tx {refund.tx_hash} final", now=now)

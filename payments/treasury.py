@@ -23,9 +23,9 @@ from django.utils import timezone
 from eth_utils import is_address, to_checksum_address
 
 from payments.addresses import gas_account_address, key_fingerprint
+from payments.books import books_left
 from payments.models import (
     REFUND_PLANNED,
-    CreditKind,
     Network,
     PaymentRequest,
     PaymentStatus,
@@ -66,16 +66,9 @@ def _plannable(network: Network) -> list[PaymentRequest]:
 def _assets_on(payment: PaymentRequest) -> list[str]:
     """The contracts ('' for the coin) the address received that its books say are still on it. The books:
     what arrived (the shop's own gas top-ups aside: fees spend them), less the refunds sent, the sweeps and the
-    unexpected outflows the scan saw. An address emptied long ago is not read again, so the plan costs what is
-    left to collect, not every address the shop ever used."""
-    left: dict[str, int] = defaultdict(int)
-    for credit in payment.credits.all():
-        if credit.on_chain and credit.kind != CreditKind.GAS:
-            left[credit.token_contract.lower()] += int(credit.amount_base_units)
-    gone = [r for r in payment.refunds.all() if r.status in (RefundStatus.SENT, RefundStatus.CONFIRMED)]
-    gone += [s for s in payment.sweeps.all() if s.removed_at is None] + list(payment.unexpected_outflows.all())
-    for row in gone:
-        left[row.token_contract.lower()] -= int(row.amount_base_units)
+    unexpected outflows the scan saw (payments.books). An address emptied long ago is not read again, so the plan
+    costs what is left to collect, not every address the shop ever used."""
+    left = books_left(payment)
     owed = {r.token_contract.lower() for r in payment.refunds.all() if r.status == RefundStatus.APPROVED}
     return sorted(contract for contract, amount in left.items() if amount > 0 or contract in owed)
 
