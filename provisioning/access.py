@@ -23,6 +23,7 @@ from provisioning.manifest import manifest_create, manifest_revise
 from provisioning.models import AccessGrant, Node, NodeState, PreparationRun
 from provisioning.states import node_transition, nodes_transition
 from shop import capacity
+from shop.extensions import orders_held_for_extension_money
 from shop.models import Extension, ExtensionStatus, Order, OrderStatus
 from shop.orders import order_transition
 from shop.outbox import email_enqueue
@@ -297,7 +298,9 @@ def _ensure_tool(driver: Driver) -> None:
 
 
 def grants_due(now: dt.datetime):
-    return AccessGrant.objects.handed_over().filter(ends_at__lte=now)
+    """Access whose rental has ended, less the rentals whose end waits for an extension's money seen in time."""
+    held = orders_held_for_extension_money(now=now)
+    return AccessGrant.objects.handed_over().filter(ends_at__lte=now).exclude(order_id__in=held)
 
 
 def reminders_due(now: dt.datetime) -> list[tuple[AccessGrant, int]]:

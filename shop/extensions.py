@@ -14,6 +14,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
@@ -124,6 +125,29 @@ def extension_money_arrived_at(*, extension_id: int) -> dt.datetime | None:
     credits = Credit.objects.counted().filter(payment__extension_id=extension_id).exclude(kind=CreditKind.GAS)
     own = credits.filter(kind__in=(CreditKind.MATCH, CreditKind.LATE)).aggregate(at=Max("block_timestamp"))["at"]
     return own or credits.aggregate(at=Max("block_timestamp"))["at"]
+
+
+def orders_held_for_extension_money(*, now: dt.datetime) -> set[int]:
+    """Active orders whose end has passed but waits: an extension was paid in full, in the asset asked for, before
+    the end, and its money is not final yet (judged by arrival, its days are owed). At most
+    EXTENSION_FINALITY_GRACE_MINUTES after the end; money short of the price holds nothing."""
+    grace = dt.timedelta(minutes=settings.EXTENSION_FINALITY_GRACE_MINUTES)
+    waiting = Extension.objects.filter(
+        status__in=OPEN_STATUSES,
+        order__status=OrderStatus.ACTIVE,
+        order__ends_at__lte=now,
+        order__ends_at__gt=now - grace,
+    ).select_related("order", "payment")
+    held = set()
+    for extension in waiting:
+        arrived = Credit.objects.counted().filter(
+            payment=extension.payment, kind=CreditKind.MATCH, block_timestamp__lt=extension.order.ends_at
+        )
+        if sum(int(amount) for amount in arrived.values_list("amount_base_units", flat=True)) >= int(
+            extension.payment.amount_base_units
+        ):
+            held.add(extension.order_id)
+    return held
 
 
 def extension_money_late(*, extension_id: int, now: dt.datetime) -> bool:

@@ -322,6 +322,8 @@ PAYMENT_WINDOW_MINUTES = env_int("PAYMENT_WINDOW_MINUTES", 30)
 MAX_LOTS_PER_UNPAID_ORDER = env_share("MAX_LOTS_PER_UNPAID_ORDER", "50%")
 # Deposit addresses stay watched this long after the window: late money reaches a reviewer.
 PAYMENT_WATCH_DAYS = env_int("PAYMENT_WATCH_DAYS", 7)
+# How long a rental's end waits for an extension paid in full before the end whose money is not final yet.
+EXTENSION_FINALITY_GRACE_MINUTES = env_int("EXTENSION_FINALITY_GRACE_MINUTES", 60)
 # Final credits stay re-checked this long after their block (a reorg deeper than the confirmations goes to review).
 PAYMENT_REORG_WATCH_HOURS = env_int("PAYMENT_REORG_WATCH_HOURS", 24)
 

@@ -19,6 +19,8 @@ from config.jobs.models import Job
 from payments.models import Credit, Notice, PaymentRequest
 from payments.notices import NOTICE_VERIFY
 from payments.review import Decision, payment_review_decide
+from provisioning.access import grants_due
+from provisioning.models import AccessGrant
 from shop.extensions import extensions_expire_overdue
 from shop.models import Extension, Order
 from tests.payments.test_capacity_race import run_together
@@ -260,3 +262,47 @@ def test_money_that_arrived_in_time_and_became_final_after_the_end_gives_its_day
     assert Extension.objects.get(pk=first["id"]).status == "applied"
     assert Order.objects.get(pk=order.pk).ends_at == ends_at + dt.timedelta(days=3)
     assert payment_of(placed).status == "confirmed"
+
+
+def _grant_until(order: Order, node, ends_at: dt.datetime) -> AccessGrant:
+    return AccessGrant.objects.create(
+        order=order, node=node, account="o-test", host="203.0.113.7", port=22, host_key_fingerprint="SHA256:x",
+        ssh_key_fingerprint=order.ssh_key_fingerprint, ends_at=ends_at,
+    )  # fmt: skip
+
+
+def test_an_extension_paid_in_full_before_the_end_holds_the_end_until_its_money_is_final(
+    chain, customer, scan_pass, make_node
+):
+    # Given an extension paid in full before the rental's end, seen by the scan but not final when the end passes
+    placed, order = _an_active_rental(chain, customer, scan_pass)
+    first = extend(customer, placed, duration_days=3).json()
+    sent = chain.wallet.pay_token(chain.usdc, first["payment"]["address"], int(first["payment"]["amount_base_units"]))
+    scan_pass()
+    ends_at = _rental_ends_just_after(order, _block_time(chain, sent.block_number))
+    grant = _grant_until(order, make_node(), ends_at)
+    assert Extension.objects.get(pk=first["id"]).status != "applied"
+
+    # Then the end-of-rental pass does not take the access back while the money becomes final
+    assert not grants_due(timezone.now()).filter(pk=grant.pk).exists()
+
+    # And once it is final the extension buys its days from the old end, for the access too
+    settle_rounds(chain, scan_pass)
+    assert Extension.objects.get(pk=first["id"]).status == "applied"
+    assert AccessGrant.objects.get(pk=grant.pk).ends_at == ends_at + dt.timedelta(days=3)
+
+
+def test_the_end_waits_for_money_seen_in_time_no_longer_than_the_grace(chain, customer, scan_pass, make_node, settings):
+    # Given an extension paid in full before the end, whose money never becomes final
+    settings.EXTENSION_FINALITY_GRACE_MINUTES = 60
+    placed, order = _an_active_rental(chain, customer, scan_pass)
+    first = extend(customer, placed, duration_days=3).json()
+    sent = chain.wallet.pay_token(chain.usdc, first["payment"]["address"], int(first["payment"]["amount_base_units"]))
+    scan_pass()
+    ends_at = _rental_ends_just_after(order, _block_time(chain, sent.block_number))
+    grant = _grant_until(order, make_node(), ends_at)
+
+    # Then past the grace the access is taken back as at any end; and money short of the price holds nothing
+    assert grants_due(ends_at + dt.timedelta(minutes=61)).filter(pk=grant.pk).exists()
+    Credit.objects.filter(payment__extension_id=first["id"]).update(amount_base_units=1)
+    assert grants_due(timezone.now()).filter(pk=grant.pk).exists()
