@@ -271,16 +271,22 @@ def _grant_until(order: Order, node, ends_at: dt.datetime) -> AccessGrant:
     )  # fmt: skip
 
 
-def test_an_extension_paid_in_full_before_the_end_holds_the_end_until_its_money_is_final(
-    chain, customer, scan_pass, make_node
-):
-    # Given an extension paid in full before the rental's end, seen by the scan but not final when the end passes
+def _extension_seen_before_the_end(chain, customer, scan_pass, make_node) -> tuple:
+    """An active rental with live access and an extension paid in full, seen by the scan, not final yet, when
+    the rental's end passes. Returns the order, the extension (API), the end and the grant."""
     placed, order = _an_active_rental(chain, customer, scan_pass)
     first = extend(customer, placed, duration_days=3).json()
     sent = chain.wallet.pay_token(chain.usdc, first["payment"]["address"], int(first["payment"]["amount_base_units"]))
     scan_pass()
     ends_at = _rental_ends_just_after(order, _block_time(chain, sent.block_number))
-    grant = _grant_until(order, make_node(), ends_at)
+    return order, first, ends_at, _grant_until(order, make_node(), ends_at)
+
+
+def test_an_extension_paid_in_full_before_the_end_holds_the_end_until_its_money_is_final(
+    chain, customer, scan_pass, make_node
+):
+    # Given an extension paid in full before the rental's end, seen by the scan but not final when the end passes
+    order, first, ends_at, grant = _extension_seen_before_the_end(chain, customer, scan_pass, make_node)
     assert Extension.objects.get(pk=first["id"]).status != "applied"
 
     # Then the end-of-rental pass does not take the access back while the money becomes final
@@ -295,12 +301,7 @@ def test_an_extension_paid_in_full_before_the_end_holds_the_end_until_its_money_
 def test_the_end_waits_for_money_seen_in_time_no_longer_than_the_grace(chain, customer, scan_pass, make_node, settings):
     # Given an extension paid in full before the end, whose money never becomes final
     settings.EXTENSION_FINALITY_GRACE_MINUTES = 60
-    placed, order = _an_active_rental(chain, customer, scan_pass)
-    first = extend(customer, placed, duration_days=3).json()
-    sent = chain.wallet.pay_token(chain.usdc, first["payment"]["address"], int(first["payment"]["amount_base_units"]))
-    scan_pass()
-    ends_at = _rental_ends_just_after(order, _block_time(chain, sent.block_number))
-    grant = _grant_until(order, make_node(), ends_at)
+    order, first, ends_at, grant = _extension_seen_before_the_end(chain, customer, scan_pass, make_node)
 
     # Then past the grace the access is taken back as at any end; and money short of the price holds nothing
     assert grants_due(ends_at + dt.timedelta(minutes=61)).filter(pk=grant.pk).exists()
