@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -34,6 +35,54 @@ class RpcResponseError(RpcError):
 
 class StaleHead(RpcError):
     pass
+
+
+class RateLimited(RpcUnavailable):
+    """HTTP 429 (or a JSON-RPC "too many requests"): the provider asks to wait `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class BatchRefused(RpcError):
+    """The provider would not answer this batch whole: too large, batches refused, or calls left out."""
+
+
+# A JSON-RPC error that means "too many requests", not "this request is wrong" (Infura's -32005 also caps
+# results: those messages name results or a range, and are not this).
+RATE_LIMIT_MESSAGE = re.compile(r"too many requests|rate.?limit|limit exceeded|exceeded .*(credits|capacity)", re.I)
+
+
+def _retry_after(response: requests.Response) -> float:
+    """The provider's Retry-After in seconds (a number; a date or nothing reads as 1 s), at most the setting."""
+    try:
+        wait = float(response.headers.get("Retry-After", "1"))
+    except ValueError:
+        wait = 1.0
+    return max(0.0, min(wait, settings.RPC_RETRY_AFTER_MAX_SECONDS))
+
+
+class _BatchSizes:
+    """The largest batch each provider (URL list) answered whole, shared by the process; none known: any."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sizes: dict[tuple[str, ...], int] = {}
+
+    def get(self, key: tuple[str, ...], wanted: int) -> int:
+        with self._lock:
+            return min(wanted, self._sizes.get(key, wanted))
+
+    def refused(self, key: tuple[str, ...], size: int) -> int:
+        """The size to try next after a refusal of `size`: half, down to single calls."""
+        smaller = max(1, size // 2)
+        with self._lock:
+            self._sizes[key] = min(self._sizes.get(key, smaller), smaller)
+        return smaller
+
+
+BATCH_SIZES = _BatchSizes()
 
 
 @dataclass(frozen=True)
@@ -74,6 +123,15 @@ class _Backoff:
 BACKOFF = _Backoff()
 
 
+def _raise_if_rate_limited(body: Any) -> None:
+    """A 200 whose single answer (or a batch's every answer) is a "too many requests" error."""
+    answers = body if isinstance(body, list) else [body]
+    errors = [a.get("error") for a in answers if isinstance(a, dict) and isinstance(a.get("error"), dict)]
+    limited = [e for e in errors if RATE_LIMIT_MESSAGE.search(str(e.get("message")))]
+    if answers and len(limited) == len(answers):
+        raise RateLimited(f"JSON-RPC {errors[0].get('code')}: {errors[0].get('message')}"[:200], 1.0)
+
+
 def hex_int(value: str | None) -> int | None:
     return None if value is None else int(value, 16)
 
@@ -88,6 +146,7 @@ class RpcClient:
         self.session = requests.Session()
         self.calls = 0  # JSON-RPC calls made (a batch of n counts n): the benchmark reads these
         self.requests = 0  # HTTP requests made
+        self.rate_limited = 0  # answers that were HTTP 429 (or "too many requests"), waited out or moved past
         # URLs whose head was stale: not asked again by this client (one pass), whatever they answer.
         self.excluded: set[str] = set()
         # The URL that gave the last answer: a second opinion is asked of another one (`avoid`).
@@ -99,20 +158,39 @@ class RpcClient:
         return len(self.urls) > 1
 
     def _post(self, payload: Any, check: Callable[[Any], None] | None = None, avoid: Collection[str] = ()) -> Any:
-        failures = []
+        """One request, to the first provider that answers. A provider that rate-limits is moved past; when every
+        one did, the shortest `Retry-After` is waited out (bounded) and the request asked again, a few times, so a
+        pass goes on through bursts of 429 instead of failing."""
+        for attempt in range(settings.RPC_RATE_LIMIT_RETRIES + 1):
+            try:
+                return self._post_once(payload, check, avoid)
+            except RateLimited as exc:
+                if attempt == settings.RPC_RATE_LIMIT_RETRIES:
+                    raise
+                time.sleep(exc.retry_after)
+        raise AssertionError("unreachable")
+
+    def _post_once(self, payload: Any, check: Callable[[Any], None] | None, avoid: Collection[str]) -> Any:
+        failures, waits = [], []
         for url in BACKOFF.order([url for url in self.urls if url not in self.excluded and url not in avoid]):
             self.requests += 1
             try:
                 response = self.session.post(url, json=payload, timeout=self.timeout)
-                if response.status_code == 429 or response.status_code >= 500:
+                if response.status_code == 429:
+                    raise RateLimited("HTTP 429", _retry_after(response))
+                if response.status_code >= 500:
                     raise RpcUnavailable(f"HTTP {response.status_code}")
                 response.raise_for_status()
                 body = response.json()
+                _raise_if_rate_limited(body)
                 if check is not None:
                     check(body)
             except (requests.RequestException, ValueError, RpcUnavailable, StaleHead) as exc:
                 if isinstance(exc, StaleHead):
                     self.excluded.add(url)
+                if isinstance(exc, RateLimited):
+                    self.rate_limited += 1
+                    waits.append(exc.retry_after)
                 BACKOFF.failed(url, at_least=60.0 if isinstance(exc, StaleHead) else 0.0)
                 failures.append(f"{url.split('://')[-1].split('/')[0]}: {type(exc).__name__} {exc}"[:200])
                 log.warning("rpc %s failed: %s", url, exc)
@@ -120,7 +198,10 @@ class RpcClient:
             BACKOFF.succeeded(url)
             self.last_url = url
             return body
-        raise RpcUnavailable("; ".join(failures) or "no RPC URL left to ask (stale heads set aside)")
+        message = "; ".join(failures) or "no RPC URL left to ask (stale heads set aside)"
+        if waits and len(waits) == len(failures):  # every provider asked to wait: not down
+            raise RateLimited(f"rate-limited: {message}", min(waits))
+        raise RpcUnavailable(message)
 
     @staticmethod
     def _result(item: dict, method: str) -> Any:
@@ -135,9 +216,28 @@ class RpcClient:
         return self._result(body, method)
 
     def batch(self, calls: list[tuple[str, list[Any]]], *, avoid: Collection[str] = ()) -> list[Any]:
-        """Several calls in one HTTP request; results in the order of the calls. `avoid`: URLs not to ask."""
-        if not calls:
-            return []
+        """Several calls in as few HTTP requests as the provider takes; results in the order of the calls.
+        A batch the provider will not answer whole (too large, batches refused, calls left out of the answer)
+        is split in halves, down to single calls, and the size that worked is remembered for the provider.
+        A call whose result is missing is an error, never a None. `avoid`: URLs not to ask."""
+        key = tuple(self.urls)
+        results: list[Any] = []
+        size = BATCH_SIZES.get(key, len(calls))
+        while len(results) < len(calls):
+            chunk = calls[len(results) : len(results) + size]
+            try:
+                results += self._batch_once(chunk, avoid)
+            except BatchRefused as exc:
+                if size == 1:
+                    raise RpcResponseError(str(exc)) from None
+                size = BATCH_SIZES.refused(key, len(chunk))
+                log.info("rpc batch of %d refused (%s): %d at a time from now on", len(chunk), exc, size)
+        return results
+
+    def _batch_once(self, calls: list[tuple[str, list[Any]]], avoid: Collection[str]) -> list[Any]:
+        if len(calls) == 1:  # a single call needs no batch: providers that refuse batches answer it
+            method, params = calls[0]
+            return [self.call(method, params, avoid=avoid)]
         self.calls += len(calls)
         ids = [next(_ids) for _ in calls]
         payload = [
@@ -145,10 +245,12 @@ class RpcClient:
             for call_id, (method, params) in zip(ids, calls, strict=True)
         ]
         body = self._post(payload, avoid=avoid)
-        if not isinstance(body, list):
-            raise RpcResponseError(f"batch answered with {type(body).__name__}: {str(body)[:200]}")
-        by_id = {item.get("id"): item for item in body}
-        return [self._result(by_id.get(call_id, {}), method) for call_id, (method, _p) in zip(ids, calls, strict=True)]
+        if not isinstance(body, list):  # "batch too large", "batch requests are not supported"
+            raise BatchRefused(f"batch of {len(calls)} answered with {str(body)[:200]}")
+        by_id = {item.get("id"): item for item in body if isinstance(item, dict)}
+        if any(call_id not in by_id for call_id in ids):
+            raise BatchRefused(f"batch of {len(calls)} answered {len(by_id)} of its calls")
+        return [self._result(by_id[call_id], method) for call_id, (method, _p) in zip(ids, calls, strict=True)]
 
     def head(self, *, avoid: Collection[str] = ()) -> Head:
         """The latest block; a URL whose head is older than max_head_age counts as down."""

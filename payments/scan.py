@@ -19,12 +19,13 @@ from django.utils import timezone
 
 from config.log_context import log_context
 from payments.credits import TRANSFER_TOPIC, Transfer, address_topic, credit_record, topic_address
+from payments.log_ranges import LOG_SPANS, range_refused
 from payments.models import Asset, Network, PaymentRequest, ScanCursor
 from payments.native import chunks, top_level_moves, unexplained_balance_transfers
 from payments.networks import network_health_record, rpc_client
 from payments.outflows import outflow_record, outflows_reconfirm
 from payments.reconfirm import credits_reconfirm
-from payments.rpc import Head, RpcClient, RpcUnavailable
+from payments.rpc import Head, RpcClient, RpcResponseError, RpcUnavailable
 from payments.settle import payment_settle, payment_settle_after_deep_reorg
 
 log = logging.getLogger(__name__)
@@ -165,8 +166,17 @@ def _scan_new_blocks(network, client, cursor, head, watched, report, now) -> Non
     for _ in range(MAX_RANGES_PER_PASS):
         if start > head.number:
             break
-        end = min(start + network.max_block_range - 1, head.number)
-        transfers, outflows = _token_transfers(network, client, tokens, topics, start, end, by_address, report)
+        end = min(start + LOG_SPANS.span(network.slug, network.max_block_range) - 1, head.number)
+        try:
+            transfers, outflows = _token_transfers(network, client, tokens, topics, start, end, by_address, report)
+        except RpcResponseError as exc:
+            if end == start or not range_refused(str(exc)):
+                raise
+            # Too many blocks (or logs) for this provider: the same start again, with a smaller range.
+            smaller = LOG_SPANS.refused(network.slug, end - start + 1, str(exc))
+            log.info("scan %s: blocks %d-%d refused (%s): %d at a time", network.slug, start, end, exc, smaller)
+            continue
+        LOG_SPANS.worked(network.slug, end - start + 1, network.max_block_range)
         if native is not None:  # any watched address: coin sent to a token order's address goes to review
             coin_in, coin_out = top_level_moves(
                 network=network, client=client, asset=native, start=start, end=end, addresses=set(by_address)

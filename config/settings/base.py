@@ -332,6 +332,9 @@ RATE_MAX_AGE_SECONDS = env_int("RATE_MAX_AGE_SECONDS", 600)
 # The local development chain prices its native coin at this fixed rate when no fresh rate exists.
 DEV_NATIVE_USD_RATE = env_str("DEV_NATIVE_USD_RATE", "3000")
 RPC_TIMEOUT_SECONDS = env_int("RPC_TIMEOUT_SECONDS", 5)
+# A provider that answers 429: its Retry-After is waited out up to this many seconds, this many times a request.
+RPC_RETRY_AFTER_MAX_SECONDS = env_int("RPC_RETRY_AFTER_MAX_SECONDS", 2)
+RPC_RATE_LIMIT_RETRIES = env_int("RPC_RATE_LIMIT_RETRIES", 3)
 # `CHAIN_RPC_URLS_<NETWORK>` are read per network by payments.networks; this is the local default.
 DEFAULT_LOCAL_RPC_URL = "http://127.0.0.1:8545"
 

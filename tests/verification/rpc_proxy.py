@@ -1,6 +1,12 @@
 """An RPC provider between the verifier and a real anvil: a loopback HTTP server that forwards JSON-RPC,
 and can go down, come back, or lie the ways real providers do (a head ahead of or behind the chain, a
 receipt it does not have). A real network hop, not a mock: the verifier talks to it as to any provider.
+
+It also refuses what real providers refuse, with their error shapes (issue 26): `eth_getLogs` over a block
+range (QuickNode's "eth_getLogs is limited to a N block range", or Alchemy's -32602 naming a range that
+would work), a batch over a size (geth's single -32600 "batch too large" carrying the first call's id), any
+batch at all, answers cut short (a batch answer missing calls), and one request in N answered HTTP 429 with
+`Retry-After`.
 """
 
 from __future__ import annotations
@@ -31,7 +37,17 @@ class RpcProxy:
         self.refused_tags: set[str] = set()  # block tags it answers with an error ("safe", "finalized")
         # While `hold` is set, a request for a receipt waits until `release` is set: a real slow point.
         self.hold, self.release, self.receipt_requested = threading.Event(), threading.Event(), threading.Event()
+        # Provider limits, None for none.
+        self.log_range_cap: int | None = None
+        self.log_range_style = "quicknode"  # or "alchemy": -32602 with "this block range should work: [a, b]"
+        self.batch_cap: int | None = None
+        self.refuse_batches = False
+        self.batch_answers_cap: int | None = None  # a batch answer that lists only its first N calls
+        self.rate_limit_every: int | None = None  # every Nth HTTP request: 429, Retry-After: 1
+        self.rate_limited = 0
         self.requests = 0
+        self.http_requests = 0
+        self._count_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self.up()
 
@@ -45,10 +61,16 @@ class RpcProxy:
             def do_POST(self) -> None:  # noqa: N802 - the http.server API
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 proxy.wait_if_held(body)
-                answer = json.dumps(proxy.answer(body)).encode()
+                status, answer = 200, b""
+                if proxy.rate_limited_now():
+                    status, answer = 429, b'{"jsonrpc":"2.0","error":{"code":-32005,"message":"Too Many Requests"}}'
+                else:
+                    answer = json.dumps(proxy.limited_answer(body)).encode()
                 time.sleep(proxy.delay)
                 try:
-                    self.send_response(200)
+                    self.send_response(status)
+                    if status == 429:
+                        self.send_header("Retry-After", "1")
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(answer)))
                     self.end_headers()
@@ -79,6 +101,58 @@ class RpcProxy:
         self.release.set()
         self.down()
 
+    # What it refuses, as providers do.
+    def rate_limited_now(self) -> bool:
+        with self._count_lock:
+            self.http_requests += 1
+            limited = bool(self.rate_limit_every) and self.http_requests % self.rate_limit_every == 0
+            self.rate_limited += limited
+        return limited
+
+    def limited_answer(self, body):
+        if isinstance(body, list):
+            if self.refuse_batches:
+                return {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": -32600, "message": "batch requests are not supported"},
+                }
+            if self.batch_cap is not None and len(body) > self.batch_cap:
+                first = body[0].get("id") if body else None
+                return {"jsonrpc": "2.0", "id": first, "error": {"code": -32600, "message": "batch too large"}}
+        refusals = {}
+        for call in body if isinstance(body, list) else [body]:
+            refusal = self._range_refusal(call)
+            if refusal is not None:
+                refusals[call.get("id")] = refusal
+        allowed = [call for call in (body if isinstance(body, list) else [body]) if call.get("id") not in refusals]
+        answers = {a.get("id"): a for a in (self.answer(allowed) if allowed else [])}
+        merged = [
+            refusals.get(call.get("id")) or answers.get(call.get("id"))
+            for call in (body if isinstance(body, list) else [body])
+        ]
+        if not isinstance(body, list):
+            return merged[0]
+        return merged[: self.batch_answers_cap] if self.batch_answers_cap is not None else merged
+
+    def _range_refusal(self, call: dict) -> dict | None:
+        if call.get("method") != "eth_getLogs" or self.log_range_cap is None:
+            return None
+        window = (call.get("params") or [{}])[0]
+        first, last = int(window.get("fromBlock", "0x0"), 16), int(window.get("toBlock", "0x0"), 16)
+        if last - first + 1 <= self.log_range_cap:
+            return None
+        if self.log_range_style == "alchemy":
+            message = (
+                f"Log response size exceeded. You can make eth_getLogs requests with up to a {self.log_range_cap}"
+                f" block range and no limit on the response size, or you can request any block range with a cap"
+                f" of 10K logs in the response. Based on your parameters, this block range should work:"
+                f" [{hex(first)}, {hex(first + self.log_range_cap - 1)}]"
+            )
+            return {"jsonrpc": "2.0", "id": call.get("id"), "error": {"code": -32602, "message": message}}
+        message = f"eth_getLogs is limited to a {self.log_range_cap} block range"
+        return {"jsonrpc": "2.0", "id": call.get("id"), "error": {"code": -32614, "message": message}}
+
     # What it answers.
     def forward(self, body):
         request = urllib.request.Request(self.target, json.dumps(body).encode(), {"Content-Type": "application/json"})
@@ -86,6 +160,7 @@ class RpcProxy:
             return json.load(response)
 
     def answer(self, body):
+        """What the provider answers to a list of calls (a list) or one call (an object)."""
         self.requests += 1
         calls = body if isinstance(body, list) else [body]
         lagging = None
