@@ -53,6 +53,11 @@ class LogSpans:
             self._spans[network] = (smaller, 0)
         return smaller
 
+    def forget(self) -> None:
+        """Back to each network's `max_block_range` (tests: what one learnt never reaches the next)."""
+        with self._lock:
+            self._spans.clear()
+
     def worked(self, network: str, span: int, cap: int) -> None:
         with self._lock:
             current, successes = self._spans.get(network, (cap, 0))

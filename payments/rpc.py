@@ -82,6 +82,12 @@ class _BatchSizes:
         return smaller
 
 
+    def forget(self) -> None:
+        """No size known (tests: what one learnt never reaches the next)."""
+        with self._lock:
+            self._sizes.clear()
+
+
 BATCH_SIZES = _BatchSizes()
 
 

@@ -19,6 +19,17 @@ def _empty_cache():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _providers_limits_forgotten():
+    """What the RPC client learnt of a provider's limits (log ranges per network, batch sizes) is process-wide:
+    each test starts without it, whatever a test before it refused."""
+    from payments.log_ranges import LOG_SPANS
+    from payments.rpc import BATCH_SIZES
+
+    LOG_SPANS.forget()
+    BATCH_SIZES.forget()
+
+
 @pytest.fixture(scope="session")
 def anvil():
     """One real anvil for the session, registered as the `local` network's RPC."""
