@@ -167,14 +167,15 @@ class RpcClient:
         """One request, to the first provider that answers. A provider that rate-limits is moved past; when every
         one did, the shortest `Retry-After` is waited out (bounded) and the request asked again, a few times, so a
         pass goes on through bursts of 429 instead of failing."""
-        for attempt in range(settings.RPC_RATE_LIMIT_RETRIES + 1):
+        retries = 0
+        while True:
             try:
                 return self._post_once(payload, check, avoid)
             except RateLimited as exc:
-                if attempt == settings.RPC_RATE_LIMIT_RETRIES:
+                retries += 1
+                if retries > settings.RPC_RATE_LIMIT_RETRIES:
                     raise
                 time.sleep(exc.retry_after)
-        raise AssertionError("unreachable")
 
     def _post_once(self, payload: Any, check: Callable[[Any], None] | None, avoid: Collection[str]) -> Any:
         failures, waits = [], []

@@ -166,9 +166,11 @@ class Order(models.Model):
         return self.reference
 
     def save(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
-        # The key follows the address whoever writes it (placement, the erasure, the admin's change page).
-        self.email_key = email_match_key_or_blank(self.email)
+        # The key follows the address whoever writes it (placement, the erasure, the admin's change page); a save
+        # of other fields (every status change) leaves both as they are.
         update_fields = kwargs.get("update_fields")
+        if update_fields is None or "email" in update_fields:
+            self.email_key = email_match_key_or_blank(self.email)
         if update_fields is not None and "email" in update_fields:
             kwargs["update_fields"] = {*update_fields, "email_key"}
         super().save(*args, **kwargs)
