@@ -17,8 +17,8 @@ COPY . .
 # files get hashed names and compressed copies (whitenoise serves them with far-future caching).
 RUN DJANGO_DEBUG=1 python manage.py compilemessages -v0 \
  && DJANGO_DEBUG=1 python manage.py collectstatic --noinput -v0
-# A fixed uid, so that the operator can give it the SSH key secret (README, "Production").
+# A fixed uid, so that the operator can give it the SSH key secret (docs/production.md).
 RUN useradd --system --uid 10001 --home /app shop && chown -R shop /app
 USER shop
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi", "-c", "python:config.gunicorn", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", "--logger-class", "config.logs.GunicornLogger"]
+CMD ["gunicorn", "config.wsgi", "-c", "python:config.gunicorn", "--bind", "0.0.0.0:8000", "--workers", "3", "--access-logfile", "-", "--logger-class", "core.logs.GunicornLogger"]

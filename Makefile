@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint messages bench clean cpu-torch
+.PHONY: run test lint messages bench clean cpu-torch screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,24 +38,38 @@ messages: $(VENV)/.run-deps
 run: $(VENV)/.run-deps cpu-torch node_modules/.deps messages
 	$(BIN)/python scripts/devstack.py
 
+# The main suite runs in TEST_WORKERS pytest-xdist processes: its tests mostly wait (on anvil, sshd, workers and
+# subprocesses), so more processes than cores pay off. Each worker has its own test database, anvil, ports,
+# folders, queues and sandboxed uids (docs/architecture.md, "Tests"); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 4
+
 test: $(VENV)/.test-deps node_modules/.deps messages
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest --ignore=tests/browser $(PYTEST_ARGS)
+	$(BIN)/python scripts/mypy_baseline.py
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --ignore=tests/browser $(PYTEST_ARGS)
 	# The browser journey in its own process: its live server and flushed database stay apart.
 	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
 
-# Benchmarks: each prints the figures the README quotes and writes them to bench/results/<name>.json.
+# The browser suite, writing each page it checks to docs/screenshots/ (a plain `make test` writes nothing there).
+screenshots: $(VENV)/.test-deps node_modules/.deps messages
+	SCREENSHOTS=docs $(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
+
+# Benchmarks: each prints the figures docs/performance.md quotes and writes them to bench/results/<name>.json.
 # About 8 minutes on 2 cores; needs PostgreSQL (DATABASE_URL or the local one) and Redis (CELERY_BROKER_URL).
 bench: $(VENV)/.test-deps node_modules/.deps
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/poll.py
 	$(BIN)/python bench/scan_rpc_calls.py --orders 1 100 1000 10000
+	$(BIN)/python bench/scan_budget.py
 	$(BIN)/python bench/preflight_cpu.py
 
+# mypy (django-stubs, DRF stubs) held to mypy-baseline.json, which only shrinks: scripts/mypy_baseline.py --update
+# writes what shrank. orders/ and payments/ are checked strictly ([tool.mypy] in pyproject.toml).
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/mypy_baseline.py
 
 clean:
 	rm -rf $(VENV) node_modules .run db.sqlite3 staticfiles

@@ -501,9 +501,9 @@ def main() -> None:
         try:
             from django.db import connection
 
+            from orders.models import Order
+            from orders.order_links import order_access_token
             from payments.models import PaymentRequest
-            from shop.models import Order
-            from shop.order_links import order_access_token
 
             seed(nodes=0, open_orders=args.customers)
             orders = list(Order.objects.filter(reference__startswith=PREFIX).order_by("pk"))

@@ -5,6 +5,10 @@ blocks pass between a transfer's inclusion and its order becoming `paid` when th
    stay flat in the number of open orders.
 2. Log volume: one pass over 1,000 open orders of which 3, 30, 300 are paid (--paid): the time a pass takes
    next to the number of logs it reads.
+Every call goes through the provider emulator of the test suite (tests/payments/verification/rpc_proxy.py) in front of
+anvil, with a mid-tier provider's limits (2,000-block log ranges, 100-call batches): the tables count the calls,
+HTTP requests and bytes a pass costs there.
+
 3. Detection latency: with N confirmations required and a scan every K blocks (--confirmations,
    --intervals), the blocks from inclusion to `confirmed`/`paid` must lie between N - 1 (the inclusion block
    is the first confirmation) and N - 1 + K - 1: the policy plus at most one scan interval.
@@ -44,6 +48,7 @@ from django.db import connections  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from bench.common import markdown_table, write_results  # noqa: E402
+from tests.payments.verification.rpc_proxy import RpcProxy  # noqa: E402
 from tests.perf.bulk import FIRST_BULK_INDEX, open_orders_bulk  # noqa: E402
 from tests.servers import Anvil  # noqa: E402
 
@@ -69,7 +74,7 @@ class Chain:
         """`count` new open orders; every earlier one is closed (no longer watched)."""
         from payments.models import PaymentRequest
 
-        PaymentRequest.objects.update(watch_until=timezone.now() - timezone.timedelta(days=1))
+        PaymentRequest.objects.update(watch_until=timezone.now() - timezone.timedelta(days=1), holds_money=False)
         payments = open_orders_bulk(count, asset=self.usdc, first_index=self.next_index, start_block=start_block)
         self.next_index += count
         return payments
@@ -87,6 +92,7 @@ class Chain:
 def one_pass(chain: Chain, *, open_orders: int, paid: int, blocks: int = BLOCKS) -> dict:
     """One pass over `open_orders` open orders, `paid` of them paid, `blocks` blocks after they were placed."""
     from payments.models import ScanCursor
+    from payments.native import FULL_BLOCKS_PER_REQUEST
     from payments.networks import rpc_client
     from payments.scan import scan_network
 
@@ -99,6 +105,7 @@ def one_pass(chain: Chain, *, open_orders: int, paid: int, blocks: int = BLOCKS)
     for _ in range(0, blocks - used, 100):  # the same range, however many were paid (in steps anvil answers fast)
         chain.anvil.mine(min(100, blocks - used - _))
     ScanCursor.objects.update_or_create(network=chain.network, defaults={"next_block": start})
+    FULL_BLOCKS_PER_REQUEST.forget()  # every row sizes its full-block requests from the same start
     counted = rpc_client(chain.network)
     began = time.perf_counter()
     report = scan_network(network=chain.network, client=counted)
@@ -109,6 +116,7 @@ def one_pass(chain: Chain, *, open_orders: int, paid: int, blocks: int = BLOCKS)
         "logs": report.logs,
         "calls": counted.calls,
         "http": counted.requests,
+        "bytes": counted.response_bytes,
         "blocks": report.to_block - report.from_block + 1,
         "credited": report.credited,
         "seconds": round(elapsed, 4),
@@ -164,7 +172,9 @@ def main() -> None:
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     anvil = Anvil()
-    os.environ["CHAIN_RPC_URLS_LOCAL"] = anvil.url
+    provider = RpcProxy(anvil.url)  # a mid-tier provider's limits
+    provider.log_range_cap, provider.batch_cap = 2_000, 100
+    os.environ["CHAIN_RPC_URLS_LOCAL"] = provider.url
     try:
         chain = Chain(anvil)
         by_orders = [one_pass(chain, open_orders=count, paid=TRANSFERS) for count in args.orders]
@@ -177,6 +187,7 @@ def main() -> None:
                 for phase in phases:
                     latencies.append(detection(chain, confirmations=confirmations, interval=interval, phase=phase))
     finally:
+        provider.stop()
         anvil.stop()
         connections.close_all()
         if SERVER:
@@ -190,13 +201,17 @@ def report(by_orders: list[dict], by_logs: list[dict], latencies: list[dict]) ->
     print("Scan pass by open orders (3 paid among them)\n")
     print(
         markdown_table(
-            ["open orders", "logs", "JSON-RPC calls", "HTTP requests", "blocks", "credited", "pass (s)", "x 1 order"],
+            [
+                "open orders", "logs", "JSON-RPC calls", "HTTP requests", "bytes", "blocks", "credited", "pass (s)",
+                "x 1 order",
+            ],
             [
                 [
                     f"{r['open_orders']:,}",
                     r["logs"],
                     r["calls"],
                     r["http"],
+                    f"{r['bytes']:,}",
                     r["blocks"],
                     r["credited"],
                     f"{r['seconds']:.3f}",
@@ -210,13 +225,14 @@ def report(by_orders: list[dict], by_logs: list[dict], latencies: list[dict]) ->
     print(f"\nScan pass by log volume ({base['open_orders']:,} open orders)\n")
     print(
         markdown_table(
-            ["paid", "logs", "JSON-RPC calls", "HTTP requests", "pass (s)", "logs x", "time x"],
+            ["paid", "logs", "JSON-RPC calls", "HTTP requests", "bytes", "pass (s)", "logs x", "time x"],
             [
                 [
                     r["paid"],
                     r["logs"],
                     r["calls"],
                     r["http"],
+                    f"{r['bytes']:,}",
                     f"{r['seconds']:.3f}",
                     f"{r['logs'] / base['logs']:.0f}",
                     f"{r['seconds'] / base['seconds']:.1f}",

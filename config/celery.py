@@ -8,7 +8,7 @@ import os
 from celery import Celery, signals
 from django.conf import settings
 
-from config.log_context import log_context_reset, log_context_set
+from core.log_context import log_context_reset, log_context_set
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 

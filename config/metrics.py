@@ -17,11 +17,11 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from payments.models import Network, PaymentRequest, Refund, ScanCursor, UnexpectedOutflow
+from orders.capacity import lots_available
+from orders.models import Order, OrderEvent, OrderStatus, OutgoingEmail
+from payments.models import Network, PaymentRequest, ProviderUsage, Refund, ScanCursor, UnexpectedOutflow
 from payments.rpc_config import rpc_urls
 from provisioning.models import Node, NodeState, PreparationRun, RunStatus
-from shop.capacity import lots_available
-from shop.models import Order, OrderEvent, OrderStatus, OutgoingEmail
 
 # A payment is open while its order waits for the money.
 OPEN_ORDER_STATUSES = (OrderStatus.AWAITING_PAYMENT, OrderStatus.PAYMENT_REPORTED)
@@ -117,6 +117,7 @@ def _payments(now: dt.datetime) -> Iterator[Metric]:
         if network.rpc_ok is not None:  # unknown before the first pass
             up.add_metric(slug, 1 if network.rpc_ok else 0)
     yield from (open_, lag, budget, last, up, errors)
+    yield from _provider_usage(networks)
     yield CounterMetricFamily(
         "payments_unexpected_outflows",
         "Transfers out of a deposit address that no refund or sweep explains (a leaked key?).",
@@ -132,6 +133,26 @@ def _payments(now: dt.datetime) -> Iterator[Metric]:
         "How long the order that has waited longest for a payment reviewer has waited (0: none waits).",
         value=oldest_in_status_seconds(OrderStatus.NEEDS_REVIEW, now),
     )
+
+
+# What the scan asked of each provider (payments.provider_usage): the plan's budget, and its rate limits.
+PROVIDER_COUNTERS = {
+    "calls": "JSON-RPC calls the scan sent to the provider (a batch of n counts n, as providers bill them).",
+    "requests": "HTTP requests the scan sent to the provider.",
+    "response_bytes": "Bytes the provider answered the scan.",
+    "rate_limited": "Requests the provider answered with a rate limit (HTTP 429 or 'too many requests').",
+}
+
+
+def _provider_usage(networks: list[Network]) -> Iterator[Metric]:
+    rows = list(
+        ProviderUsage.objects.filter(network__in=networks).select_related("network").order_by("network", "provider")
+    )
+    for field, documentation in PROVIDER_COUNTERS.items():
+        family = CounterMetricFamily(f"payments_rpc_{field}", documentation, labels=["network", "provider"])
+        for row in rows:
+            family.add_metric([row.network.slug, row.provider], getattr(row, field))
+        yield family
 
 
 def _provisioning() -> Iterator[Metric]:

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
 from config.metrics import RowsCollector
-from config.metrics_http import REQUEST_LATENCY
+from core.metrics_http import REQUEST_LATENCY
 
 # The text format every Prometheus version reads (the library's newest type, 1.0.0, only matters for names
 # outside ASCII, and Prometheus 3 refuses a type it does not know).

@@ -11,7 +11,7 @@ from django_otp import user_has_device
 from django_otp.forms import OTPAuthenticationForm
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from config.ratelimit import too_many
+from core.ratelimit import too_many
 
 
 class OptionalOTPAuthenticationForm(OTPAuthenticationForm):

@@ -28,4 +28,4 @@ urlpatterns = [
 # A body too large or a form with too many fields: a 413 that says so (JSON under /api/), not a bare 400.
 handler400 = "shop.error_views.bad_request"
 # The database down or restarting: a 503 with Retry-After instead of a 500.
-handler500 = "config.errors.server_error"
+handler500 = "core.errors.server_error"

@@ -35,7 +35,8 @@ def validate_account_xpub(xpub: str) -> None:
 def derive_address(index: int, xpub: str | None = None) -> str:
     """The EIP-55 checksummed address at external index `index` of the account key."""
     node = _external_chain(xpub or settings.PAYMENTS_XPUB).AddressIndex(index)
-    return node.PublicKey().ToAddress()
+    address: str = node.PublicKey().ToAddress()  # bip_utils is untyped
+    return address
 
 
 def gas_account_address(xpub: str | None = None) -> str:
@@ -46,7 +47,8 @@ def gas_account_address(xpub: str | None = None) -> str:
 @lru_cache(maxsize=4)
 def _internal_first(xpub: str) -> str:
     account = Bip44.FromExtendedKey(xpub, Bip44Coins.ETHEREUM)
-    return account.Change(Bip44Changes.CHAIN_INT).AddressIndex(0).PublicKey().ToAddress()
+    address: str = account.Change(Bip44Changes.CHAIN_INT).AddressIndex(0).PublicKey().ToAddress()  # untyped library
+    return address
 
 
 def key_fingerprint(xpub: str | None = None) -> str:

@@ -4,11 +4,11 @@ from decimal import Decimal
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 
-from config.admin_base import ReadOnlyInline, ReasonForm, details_asked, reason_asked
+from core.admin_base import ReadOnlyInline, ReasonForm, details_asked, reason_asked
 from payments.models import (
     Asset,
     Credit,
@@ -58,6 +58,8 @@ class NetworkAdmin(admin.ModelAdmin):
             return f"DOWN, not offered: {network.rpc_error}"
         if network.rpc_ok is None:
             return "not checked yet"
+        if network.rpc_error:  # up, but the last pass ended early (rate limits): the next one goes on
+            return f"up at block {network.head_block}, offered; last pass: {network.rpc_error}"
         return f"ok at block {network.head_block}"
 
 
@@ -69,7 +71,7 @@ class RateAdmin(admin.ModelAdmin):
 
 class CreditInline(ReadOnlyInline):
     model = Credit
-    fields = [
+    fields = (
         "transaction",
         "network",
         "asset",
@@ -85,7 +87,7 @@ class CreditInline(ReadOnlyInline):
         "final",
         "removed_at",
         "removed_reason",
-    ]
+    )
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Credit]:
@@ -103,13 +105,13 @@ class CreditInline(ReadOnlyInline):
 
 class NoticeInline(ReadOnlyInline):
     model = Notice
-    fields = ["created_at", "tx_hash", "language", "checked_at", "result"]
+    fields = ("created_at", "tx_hash", "language", "checked_at", "result")
     readonly_fields = fields
 
 
 class PaymentEventInline(ReadOnlyInline):
     model = PaymentEvent
-    fields = ["created_at", "from_status", "to_status", "actor", "reason"]
+    fields = ("created_at", "from_status", "to_status", "actor", "reason")
     readonly_fields = fields
 
 
@@ -132,13 +134,13 @@ class PaymentRequestAdmin(admin.ModelAdmin):
     actions = ["accept", "reject", "mark_for_refund", "goodwill_refund"]
     exclude = ["key_fingerprint"]
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+    def get_readonly_fields(self, request: HttpRequest, obj: PaymentRequest | None = None) -> list[str]:
         return [field.name for field in PaymentRequest._meta.fields if field.name != "key_fingerprint"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: PaymentRequest | None = None) -> bool:
         return False
 
     @admin.display(description="refunds due")
@@ -148,14 +150,16 @@ class PaymentRequestAdmin(admin.ModelAdmin):
     def has_review_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.review_payment")
 
-    def _decide(self, request: HttpRequest, queryset: QuerySet, decision: str, title: str) -> HttpResponse | None:
+    def _decide(
+        self, request: HttpRequest, queryset: QuerySet[PaymentRequest], decision: str, title: str
+    ) -> HttpResponse | None:
         items = [
             f"{payment.order}: {payment.get_status_display()}, received {payment.received_base_units} "
             f"of {payment.amount_base_units} base units"
             for payment in queryset
         ]
         reason, page = reason_asked(self, request, queryset, title=title, items=items)
-        if page is not None:
+        if reason is None:
             return page  # every decision needs a reason
         for payment in queryset:
             try:
@@ -172,25 +176,25 @@ class PaymentRequestAdmin(admin.ModelAdmin):
         return None
 
     @admin.action(description="Accept the payment (the order is paid)", permissions=["review"])
-    def accept(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    def accept(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
         return self._decide(request, queryset, Decision.ACCEPT, "Accept payment")
 
     @admin.action(description="Reject the payment (the order is cancelled, funds to refund)", permissions=["review"])
-    def reject(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    def reject(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
         return self._decide(request, queryset, Decision.REJECT, "Reject payment")
 
     @admin.action(description="Mark for refund", permissions=["review"])
-    def mark_for_refund(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    def mark_for_refund(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
         return self._decide(request, queryset, Decision.REFUND, "Mark for refund")
 
     @admin.action(description="Open a goodwill refund (in the payment's asset)", permissions=["review"])
-    def goodwill_refund(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    def goodwill_refund(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
         items = [f"{payment.order}: {payment.asset.symbol} on {payment.asset.network.name}" for payment in queryset]
         form_class = type("GoodwillFormFor", (GoodwillForm,), {"payments": list(queryset)})
         answers, page = details_asked(
             self, request, queryset, title="Goodwill refund", items=items, form_class=form_class
         )
-        if page is not None:
+        if answers is None:
             return page
         for payment in queryset:
             units = answers["amount"].scaleb(payment.decimals)
@@ -218,7 +222,7 @@ class GoodwillForm(forms.Form):
     def clean_amount(self) -> Decimal:
         """More than a selected payment can still give back is an error on the field, before anything opens
         (refund_goodwill_open checks again under the payment's lock)."""
-        amount = self.cleaned_data["amount"]
+        amount: Decimal = self.cleaned_data["amount"]
         for payment in self.payments:
             units = amount.scaleb(payment.decimals)
             refusal = units == units.to_integral_value() and refund_goodwill_refusal(
@@ -229,7 +233,7 @@ class GoodwillForm(forms.Form):
         return amount
 
 
-def approval_form(refunds: QuerySet) -> type[forms.Form]:
+def approval_form(refunds: QuerySet[Refund]) -> type[forms.Form]:
     """The reason, and each refund's address as the confirmation page shows it, in a hidden field."""
     shown = {
         f"to_address_{refund.pk}": forms.CharField(widget=forms.HiddenInput, initial=refund.to_address, required=False)
@@ -255,13 +259,13 @@ class RefundAdmin(admin.ModelAdmin):
     inlines = [RefundEventInline]
     actions = ["approve", "reject"]
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+    def get_readonly_fields(self, request: HttpRequest, obj: Refund | None = None) -> list[str]:
         return [field.name for field in Refund._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Refund | None = None) -> bool:
         return False
 
     def has_review_permission(self, request: HttpRequest) -> bool:
@@ -275,12 +279,14 @@ class RefundAdmin(admin.ModelAdmin):
     def amount(self, refund: Refund) -> str:
         return refund.amount_text
 
-    def _decide(self, request: HttpRequest, queryset: QuerySet, *, approve: bool, title: str) -> HttpResponse | None:
+    def _decide(
+        self, request: HttpRequest, queryset: QuerySet[Refund], *, approve: bool, title: str
+    ) -> HttpResponse | None:
         items = [f"{r.payment.order.reference}: {r.amount_text} to {r.to_address or '-'}" for r in queryset]
         # An approval carries, per refund, the address this page showed: one changed since is not approved.
         form_class = approval_form(queryset) if approve else ReasonForm
         answers, page = details_asked(self, request, queryset, title=title, items=items, form_class=form_class)
-        if page is not None:
+        if answers is None:
             return page
         for refund in queryset:
             try:
@@ -296,11 +302,11 @@ class RefundAdmin(admin.ModelAdmin):
         return None
 
     @admin.action(description="Approve the refund (the treasurer's next run pays it)", permissions=["review"])
-    def approve(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    def approve(self, request: HttpRequest, queryset: QuerySet[Refund]) -> HttpResponse | None:
         return self._decide(request, queryset, approve=True, title="Approve refund")
 
     @admin.action(description="Reject the refund", permissions=["review"])
-    def reject(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    def reject(self, request: HttpRequest, queryset: QuerySet[Refund]) -> HttpResponse | None:
         return self._decide(request, queryset, approve=False, title="Reject refund")
 
 
@@ -310,13 +316,13 @@ class OutflowAdmin(admin.ModelAdmin):
     list_select_related = ["payment__order", "network"]
     search_fields = ["payment__order__reference", "payment__address", "to_address", "tx_hash"]
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
         return [field.name for field in self.model._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 

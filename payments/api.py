@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api_errors import (
+from core.api_errors import (
     BAD_INPUT,
     CONFLICT,
     NOT_ALLOWED,
@@ -24,7 +24,7 @@ from config.api_errors import (
     UNAVAILABLE,
     UNSUPPORTED_MEDIA_TYPE,
 )
-from config.api_fields import TextField
+from core.api_fields import TextField
 from payments.ledger import KINDS as LEDGER_KINDS
 from payments.ledger import ledger_csv, ledger_rows
 from payments.models import Network, Refund
@@ -38,7 +38,7 @@ class HasPermission(permissions.BasePermission):
 
     required: tuple[str, ...] = ()
 
-    def has_permission(self, request: Request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         return bool(user and user.is_authenticated and any(user.has_perm(p) for p in self.required))
 

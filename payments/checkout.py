@@ -22,7 +22,7 @@ from payments.quotes import QuoteError, UsdRate, to_base_units, usd_rate
 from payments.rpc import RpcError
 
 if TYPE_CHECKING:
-    from shop.models import Extension, Order
+    from orders.models import Extension, Order
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def start_block(network: Network) -> int:
     or by the scan (the network's health record); else the chain is asked now, and a network that does not
     answer is refused."""
     key = _head_key(network)
-    known = cache.get(key)
+    known: tuple[int, float] | None = cache.get(key)  # (head, when it was read)
     if known is not None and time.time() - known[1] <= HEAD_FRESH_SECONDS:
         return known[0]
     fresh_from = timezone.now() - dt.timedelta(seconds=HEAD_FRESH_SECONDS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -46,7 +47,7 @@ class Transfer:
     recipient: str
     amount: int
     token: str = ""  # the token's contract, lower case; empty for the native coin
-    raw: dict = field(default_factory=dict, compare=False)  # the log or transaction, for reviewers
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)  # the log or transaction, for reviewers
 
 
 def credit_kind(payment: PaymentRequest, transfer: Transfer) -> str:
@@ -95,6 +96,7 @@ def credit_record(*, payment: PaymentRequest, transfer: Transfer) -> Credit | No
                 PaymentRequest.objects.select_for_update().filter(pk=payment.pk).values_list("settled_at", flat=True)
             ).first()
             values["after_settlement"] = settled_at is not None
+            credit: Credit
             credit, created = Credit.objects.select_for_update().get_or_create(**key, defaults=values)
             if created:
                 log.info("credit %s:%s for %s", transfer.tx_hash, transfer.log_index, payment.order_id)
@@ -129,7 +131,7 @@ def credit_remove(*, credit: Credit, reason: str, now: dt.datetime | None = None
     payment_books_refresh(payment_id=credit.payment_id)
 
 
-def credit_move(*, credit: Credit, block: dict, reason: str) -> None:
+def credit_move(*, credit: Credit, block: dict[str, Any], reason: str) -> None:
     """The same transfer, re-mined in another block by a reorg: its confirmations start again there."""
     history = list(credit.evidence.get("reorgs", [])) if isinstance(credit.evidence, dict) else []
     history.append(f"{reason}; now in block {int(block['number'], 16)}")
@@ -145,7 +147,7 @@ def credit_move(*, credit: Credit, block: dict, reason: str) -> None:
     )
 
 
-def _as_transfer(credit: Credit, block: dict) -> Transfer:
+def _as_transfer(credit: Credit, block: dict[str, Any]) -> Transfer:
     return Transfer(
         network=credit.network,
         asset=credit.asset,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from eth_abi import encode
@@ -29,9 +30,9 @@ def _selector(signature: str) -> str:
     return "0x" + function_signature_to_4byte_selector(signature).hex()
 
 
-def send_and_wait(client: RpcClient, tx: dict) -> dict:
+def send_and_wait(client: RpcClient, tx: dict[str, Any]) -> dict[str, Any]:
     tx_hash = client.call("eth_sendTransaction", [tx])
-    receipt = client.call("eth_getTransactionReceipt", [tx_hash])
+    receipt: dict[str, Any] | None = client.call("eth_getTransactionReceipt", [tx_hash])
     if receipt is None:  # a chain with a block time: mine now rather than wait
         client.call("evm_mine", [])
         receipt = client.call("eth_getTransactionReceipt", [tx_hash])
@@ -41,7 +42,7 @@ def send_and_wait(client: RpcClient, tx: dict) -> dict:
 
 
 def funded_account(client: RpcClient) -> str:
-    accounts = client.call("eth_accounts")
+    accounts: list[str] = client.call("eth_accounts")
     if not accounts:
         raise DevnetError("the chain has no unlocked development account (is it anvil?)")
     return accounts[0]
@@ -118,7 +119,8 @@ def devnet_pay(*, client: RpcClient, payment: PaymentRequest, amount: Decimal | 
             _selector("transfer(address,uint256)") + encode(["address", "uint256"], [payment.address, units]).hex()
         )
         receipt = send_and_wait(client, {"from": sender, "to": payment.contract, "data": transfer})
-    return receipt["transactionHash"]
+    tx_hash: str = receipt["transactionHash"]
+    return tx_hash
 
 
 def devnet_mint(*, client: RpcClient, symbol: str, to: str, amount: Decimal) -> str:
@@ -139,7 +141,10 @@ def devnet_mint(*, client: RpcClient, symbol: str, to: str, amount: Decimal) -> 
         raise DevnetError("the amount must be positive")
     sender, to = funded_account(client), to_checksum_address(to)
     if asset.contract is None:
-        return send_and_wait(client, {"from": sender, "to": to, "value": hex(int(units))})["transactionHash"]
-    arguments = encode(["address", "uint256"], [to, int(units)]).hex()
-    data = _selector("mint(address,uint256)") + arguments
-    return send_and_wait(client, {"from": sender, "to": asset.contract, "data": data})["transactionHash"]
+        receipt = send_and_wait(client, {"from": sender, "to": to, "value": hex(int(units))})
+    else:
+        arguments = encode(["address", "uint256"], [to, int(units)]).hex()
+        data = _selector("mint(address,uint256)") + arguments
+        receipt = send_and_wait(client, {"from": sender, "to": asset.contract, "data": data})
+    tx_hash: str = receipt["transactionHash"]
+    return tx_hash

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from core.amounts import format_units as format_units  # `as`: re-exported, payments code names it here
 
 
 class BaseUnitsField(models.Field):
@@ -14,41 +18,28 @@ class BaseUnitsField(models.Field):
 
     description = "An integer amount in an asset's base units"
 
-    def db_type(self, connection) -> str:
+    def db_type(self, connection: BaseDatabaseWrapper) -> str:
         return "text" if connection.vendor == "sqlite" else "numeric(78, 0)"
 
     def get_internal_type(self) -> str:
         return "BaseUnitsField"
 
-    def to_python(self, value) -> Decimal | None:
+    def to_python(self, value: Any) -> Decimal | None:
         if value is None or value == "":
             return None
         return Decimal(int(Decimal(value)))
 
-    def from_db_value(self, value, expression, connection) -> Decimal | None:
+    def from_db_value(self, value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Decimal | None:
         return self.to_python(value)
 
-    def get_prep_value(self, value) -> Decimal | None:
+    def get_prep_value(self, value: Any) -> Decimal | None:
         return self.to_python(value)
 
-    def get_db_prep_value(self, value, connection, prepared: bool = False):
+    def get_db_prep_value(self, value: Any, connection: BaseDatabaseWrapper, prepared: bool = False) -> Any:
         value = value if prepared else self.get_prep_value(value)
         if value is not None and connection.vendor == "sqlite":
             return str(int(value))
         return value
 
-    def formfield(self, **kwargs):
+    def formfield(self, **kwargs: Any) -> forms.Field | None:
         return super().formfield(**{"form_class": forms.DecimalField, "decimal_places": 0, **kwargs})
-
-
-def format_units(base_units: int | Decimal, decimals: int) -> str:
-    """Base units as an exact decimal string in whole units: 1500000 with 6 decimals -> '1.5'.
-
-    Integer arithmetic only: Decimal's default 28-digit context would round a uint256 amount."""
-    units = int(base_units)
-    sign, units = ("-" if units < 0 else ""), abs(units)
-    whole, fraction = divmod(units, 10**decimals)
-    text = f"{sign}{whole}"
-    if decimals and fraction:
-        text += "." + str(fraction).rjust(decimals, "0").rstrip("0")
-    return text

@@ -7,6 +7,7 @@ import csv
 import datetime as dt
 import io
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Coalesce
@@ -29,7 +30,7 @@ COLUMNS = [
 ]
 
 
-def _credit_row(credit: Credit) -> dict:
+def _credit_row(credit: Credit) -> dict[str, Any]:
     payment = credit.payment
     decimals = credit.asset.decimals if credit.asset else None
     own = credit.chain_id == payment.chain_id and credit.token_contract.lower() == (payment.contract or "").lower()
@@ -49,7 +50,7 @@ def _credit_row(credit: Credit) -> dict:
     }
 
 
-def _refund_row(refund: Refund) -> dict:
+def _refund_row(refund: Refund) -> dict[str, Any]:
     return {
         "time": refund.sent_at,  # when the signer's transfer was seen (annotated by ledger_rows)
         "kind": "refund",
@@ -65,7 +66,7 @@ def _refund_row(refund: Refund) -> dict:
     }
 
 
-def _outflow_row(row: Sweep | UnexpectedOutflow, kind: str, assets: dict) -> dict:
+def _outflow_row(row: Sweep | UnexpectedOutflow, kind: str, assets: dict[tuple[int, str], Asset]) -> dict[str, Any]:
     asset = assets.get((row.chain_id, row.token_contract.lower()))
     return {
         "time": row.created_at,
@@ -85,7 +86,7 @@ def _outflow_row(row: Sweep | UnexpectedOutflow, kind: str, assets: dict) -> dic
 KINDS = ("credit", "gas", "refund", "sweep", "unexpected_outflow")
 
 
-def _bounds(start: dt.date | None, end: dt.date | None) -> dict:
+def _bounds(start: dt.date | None, end: dt.date | None) -> dict[str, Any]:
     """[start, end] as whole UTC days, for a `time` column: `__gte`/`__lt` lookups for the database."""
     bounds = {}
     if start is not None:
@@ -95,13 +96,13 @@ def _bounds(start: dt.date | None, end: dt.date | None) -> dict:
     return bounds
 
 
-def _in(field: str, bounds: dict) -> dict:
+def _in(field: str, bounds: dict[str, Any]) -> dict[str, Any]:
     return {f"{field}__{lookup}": moment for lookup, moment in bounds.items()}
 
 
 def ledger_rows(
     *, start: dt.date | None = None, end: dt.date | None = None, kind: str = "", network: str = ""
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Movements whose time falls within [start, end] (whole UTC days), of one kind and network when asked,
     oldest first. Every filter runs in the database: the books grow with every order, a page of them must not."""
     bounds = _bounds(start, end)
@@ -136,7 +137,7 @@ def ledger_rows(
     return sorted(rows, key=lambda row: (row["time"], row["kind"], row["tx_hash"]))
 
 
-def ledger_csv(rows: list[dict]) -> str:
+def ledger_csv(rows: list[dict[str, Any]]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from config.transition_event import status_move
+from core.transition_event import status_move
 from payments.models import PaymentEvent, PaymentRequest, PaymentStatus
 
 P = PaymentStatus
@@ -38,10 +38,6 @@ REVIEWER_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
-class PaymentTransitionNotAllowed(Exception):
-    pass
-
-
 def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: str, now: dt.datetime) -> bool:
     """Validate against the table, save the status alone, and record who/when/from/to/why; True if it moved.
 
@@ -49,7 +45,7 @@ def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: 
     The caller holds the payment's row lock, in the transaction the event row joins."""
     return status_move(
         row=payment, to=to, table=PAYMENT_TRANSITIONS, event_model=PaymentEvent, link="payment",
-        actor=actor, reason=reason, now=now, not_allowed=PaymentTransitionNotAllowed,
+        actor=actor, reason=reason, now=now,
     )
 
 

@@ -1,8 +1,8 @@
 """How many blocks one eth_getLogs may span, learnt from the providers (issue 26): on a range or result-size
 refusal the range is split (to the range the provider's message suggests, else halved), the span that worked is
-remembered per network for the process, and it grows back slowly after successes, up to the network's
-`max_block_range` (an upper bound, not something staff must tune). The scan's cursor still moves only past
-ranges that were read in full."""
+remembered per network and provider (its URL list) for the process, and it grows back slowly after successes, up
+to the network's `max_block_range` (an upper bound, not something staff must tune). The scan's cursor still
+moves only past ranges that were read in full."""
 
 from __future__ import annotations
 
@@ -13,11 +13,15 @@ import threading
 # Ankr, geth): their own words.
 RANGE_REFUSED = re.compile(
     r"block range|range (is )?too (large|wide|big)|limited to|response size|more than \d+ (results|logs)"
-    r"|too many (results|logs)|returned more than|exceed(s|ed)? (the )?max(imum)?|query timeout",
+    r"|too many (results|logs)|returned more than|exceed(s|ed)? (the )?max(imum)?|query timeout"
+    r"|maximum allowed number of requested blocks",
     re.I,
 )
 SUGGESTED = re.compile(r"\[\s*(0x[0-9a-f]+)\s*,\s*(0x[0-9a-f]+)\s*\]", re.I)
-LIMITED_TO = re.compile(r"(?:limited to|up to) an? (\d+) block range", re.I)
+LIMITED_TO = re.compile(
+    r"(?:limited to|up to) (?:an? )?(\d[\d,]*) (?:block )?range|maximum block range (\d+)|requested blocks is (\d+)",
+    re.I,
+)
 GROW_AFTER = 8  # successes at a span before it grows by half
 
 
@@ -32,25 +36,28 @@ def span_after_refusal(span: int, message: str) -> int:
         return max(1, min(span - 1, int(suggested.group(2), 16) - int(suggested.group(1), 16) + 1))
     limited = LIMITED_TO.search(message)
     if limited:
-        return max(1, min(span - 1, int(limited.group(1))))
+        return max(1, min(span - 1, int(next(group for group in limited.groups() if group).replace(",", ""))))
     return max(1, span // 2)
 
 
+Key = tuple[str, tuple[str, ...]]  # (network slug, the provider's URLs): a change of provider starts afresh
+
+
 class LogSpans:
-    """Per network slug: the span to ask for, and the successes since it last changed."""
+    """Per network and provider: the span to ask for, and the successes since it last changed."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spans: dict[str, tuple[int, int]] = {}
+        self._spans: dict[Key, tuple[int, int]] = {}
 
-    def span(self, network: str, cap: int) -> int:
+    def span(self, key: Key, cap: int) -> int:
         with self._lock:
-            return min(cap, self._spans.get(network, (cap, 0))[0])
+            return min(cap, self._spans.get(key, (cap, 0))[0])
 
-    def refused(self, network: str, span: int, message: str) -> int:
+    def refused(self, key: Key, span: int, message: str) -> int:
         smaller = span_after_refusal(span, message)
         with self._lock:
-            self._spans[network] = (smaller, 0)
+            self._spans[key] = (smaller, 0)
         return smaller
 
     def forget(self) -> None:
@@ -58,15 +65,15 @@ class LogSpans:
         with self._lock:
             self._spans.clear()
 
-    def worked(self, network: str, span: int, cap: int) -> None:
+    def worked(self, key: Key, span: int, cap: int) -> None:
         with self._lock:
-            current, successes = self._spans.get(network, (cap, 0))
+            current, successes = self._spans.get(key, (cap, 0))
             if current >= cap:
                 return
             successes += 1
             if successes >= GROW_AFTER:
                 current, successes = min(cap, current + max(1, current // 2)), 0
-            self._spans[network] = (current, successes)
+            self._spans[key] = (current, successes)
 
 
 LOG_SPANS = LogSpans()

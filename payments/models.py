@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from config.transition_event import TransitionEvent
+from core.transition_event import TransitionEvent
 from payments.fields import BaseUnitsField, format_units
 
 address_validator = RegexValidator(r"^0x[0-9a-fA-F]{40}$", "An EVM address is 0x followed by 40 hex digits.")
@@ -382,9 +382,46 @@ class ScanCursor(models.Model):
     network = models.OneToOneField(Network, on_delete=models.CASCADE, related_name="scan_cursor")
     next_block = models.PositiveBigIntegerField()
     last_pass_at = models.DateTimeField(null=True, blank=True)
+    coin_checked_at = models.DateTimeField(null=True, blank=True)  # payments.coin_watch's last balance check
 
     def __str__(self) -> str:
         return f"{self.network.slug}: next block {self.next_block}"
+
+
+class CoinBaseline(models.Model):
+    """A watched address's native-coin balance and nonce on a network at a block (payments.coin_watch): a later
+    balance or nonce that differs means coin moved since, and only then are those blocks read in full."""
+
+    network = models.ForeignKey(Network, on_delete=models.CASCADE, related_name="coin_baselines")
+    payment = models.ForeignKey(PaymentRequest, on_delete=models.CASCADE, related_name="coin_baselines")
+    balance = models.DecimalField(max_digits=78, decimal_places=0)
+    nonce = models.PositiveBigIntegerField()
+    block_number = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["network", "payment"], name="one_coin_baseline_per_network")]
+
+    def __str__(self) -> str:
+        return f"{self.payment_id} on {self.network_id} at {self.block_number}"
+
+
+class ProviderUsage(models.Model):
+    """What the scan asked of one RPC provider (a host: never the URL, which carries the API key) of a network,
+    summed over every pass of every worker: /metrics' payments_rpc_*_total, and what a provider's plan must
+    cover. Only ever incremented in the database (payments.provider_usage)."""
+
+    network = models.ForeignKey(Network, on_delete=models.CASCADE, related_name="provider_usage")
+    provider = models.CharField(max_length=200)
+    calls = models.PositiveBigIntegerField(default=0)
+    requests = models.PositiveBigIntegerField(default=0)
+    response_bytes = models.PositiveBigIntegerField(default=0)
+    rate_limited = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["network", "provider"], name="one_usage_row_per_provider")]
+
+    def __str__(self) -> str:
+        return f"{self.network_id} {self.provider}"
 
 
 class RefundReason(models.TextChoices):

@@ -9,8 +9,12 @@ call trace of the block where it rose names the transaction.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any, TypeVar
+
+from django.conf import settings
 
 from payments.credits import NATIVE_LOG_INDEX, Transfer
 from payments.models import Asset, Credit, Network, PaymentRequest
@@ -18,18 +22,21 @@ from payments.rpc import RpcClient, RpcResponseError
 
 log = logging.getLogger(__name__)
 
-BLOCKS_PER_BATCH = 100
+BLOCKS_PER_BATCH = 100  # at most; fewer where full blocks are large (full_blocks)
 # Coin forwarded inside a transaction: log index -1000 - <position of the call in the trace>.
 INTERNAL_LOG_INDEX_BASE = -1000
 CALL_TRACER = {"tracer": "callTracer"}
 
 
-def chunks(items: list, size: int) -> Iterator[list]:
+T = TypeVar("T")
+
+
+def chunks(items: list[T], size: int) -> Iterator[list[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
 
-def transfer_from_tx(*, network: Network, asset: Asset, block: dict, tx: dict) -> Transfer:
+def transfer_from_tx(*, network: Network, asset: Asset, block: dict[str, Any], tx: dict[str, Any]) -> Transfer:
     return Transfer(
         network=network,
         asset=asset,
@@ -43,6 +50,48 @@ def transfer_from_tx(*, network: Network, asset: Asset, block: dict, tx: dict) -
         amount=int(tx["value"], 16),
         raw={key: tx.get(key) for key in ("hash", "from", "to", "value", "blockNumber", "blockHash", "nonce")},
     )
+
+
+class _FullBlocksPerRequest:
+    """How many full blocks one request may ask for, per network and provider: as many as keep the answer
+    under RPC_MAX_RESPONSE_BYTES at the size the last blocks had (a 100-block batch of full blocks on Base or
+    BSC is tens of MB, past every provider's cap). A refusal on size splits the batch (RpcClient.batch)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, tuple[str, ...]], int] = {}
+
+    def get(self, key: tuple[str, tuple[str, ...]]) -> int:
+        with self._lock:
+            return self._counts.get(key, FIRST_FULL_BLOCKS_PER_REQUEST)
+
+    def measured(self, key: tuple[str, tuple[str, ...]], blocks: int, answer_bytes: int) -> None:
+        """At most twice the blocks of this answer next time: a run of small blocks never licenses one request
+        large enough to bring back a busy stretch whole."""
+        per_block = max(1, answer_bytes // max(1, blocks))
+        fits = settings.RPC_MAX_RESPONSE_BYTES // per_block
+        with self._lock:
+            self._counts[key] = max(1, min(BLOCKS_PER_BATCH, 2 * blocks, fits))
+
+    def forget(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+FIRST_FULL_BLOCKS_PER_REQUEST = 10  # before a block's size is known on a network
+FULL_BLOCKS_PER_REQUEST = _FullBlocksPerRequest()
+
+
+def full_blocks(client: RpcClient, network: Network, start: int, end: int) -> Iterator[dict[str, Any] | None]:
+    """Blocks [start, end] with their transactions, in requests whose answers stay under the size bound."""
+    key = (network.slug, tuple(client.urls))
+    number = start
+    while number <= end:
+        count = min(FULL_BLOCKS_PER_REQUEST.get(key), end - number + 1)
+        before = client.response_bytes
+        yield from client.batch([("eth_getBlockByNumber", [hex(n), True]) for n in range(number, number + count)])
+        FULL_BLOCKS_PER_REQUEST.measured(key, count, client.response_bytes - before)
+        number += count
 
 
 def top_level_transfers(
@@ -60,13 +109,11 @@ def top_level_moves(
     only such a transaction moves its coin; its fee is not value and is not counted). Reverted ones moved
     nothing. Limit: an address given code by EIP-7702 could move coin in an internal call; that is not seen."""
     candidates = []
-    for numbers in chunks(list(range(start, end + 1)), BLOCKS_PER_BATCH):
-        blocks = client.batch([("eth_getBlockByNumber", [hex(number), True]) for number in numbers])
-        for block in blocks:
-            for tx in (block or {}).get("transactions", []):
-                watched = (tx.get("to") or "").lower() in addresses or tx["from"].lower() in addresses
-                if watched and tx.get("to") and int(tx["value"], 16) > 0:
-                    candidates.append((block, tx))
+    for block in full_blocks(client, network, start, end):
+        for tx in (block or {}).get("transactions", []):
+            watched = (tx.get("to") or "").lower() in addresses or tx["from"].lower() in addresses
+            if watched and tx.get("to") and int(tx["value"], 16) > 0:
+                candidates.append((block, tx))
     if not candidates:
         return [], []
     receipts = client.batch([("eth_getTransactionReceipt", [tx["hash"]]) for _block, tx in candidates])
@@ -88,7 +135,12 @@ VALUE_MOVING_FRAMES = frozenset({"CALL", "CREATE", "CREATE2", "SELFDESTRUCT"})
 
 
 def _value_moves(
-    frame: dict, recipient: str, found: list, counter: list[int], depth: int = 0, undone: bool = False
+    frame: dict[str, Any],
+    recipient: str,
+    found: list[tuple[int, str, int]],
+    counter: list[int],
+    depth: int = 0,
+    undone: bool = False,
 ) -> None:
     """Depth-first over a callTracer frame: value-carrying frames into `recipient` below the top level whose
     value really moved. A frame that failed undoes every frame below it, even the ones that succeeded (a
@@ -104,9 +156,9 @@ def _value_moves(
 
 
 def internal_transfers(
-    *, network: Network, asset: Asset, block: dict, tx_hash: str, trace: dict, recipient: str
+    *, network: Network, asset: Asset, block: dict[str, Any], tx_hash: str, trace: dict[str, Any], recipient: str
 ) -> list[Transfer]:
-    found: list = []
+    found: list[tuple[int, str, int]] = []  # (position in the trace, sender, value)
     _value_moves(trace, recipient, found, [0])
     return [
         Transfer(
@@ -173,7 +225,7 @@ def within_balance_gain(
 
 
 def traced_transfers_in_tx(
-    *, network: Network, client: RpcClient, asset: Asset, block: dict, tx_hash: str, recipient: str
+    *, network: Network, client: RpcClient, asset: Asset, block: dict[str, Any], tx_hash: str, recipient: str
 ) -> list[Transfer]:
     """Coin a contract forwarded to `recipient` inside one transaction; [] where tracing (or the balance
     history that bounds it) is unsupported."""
@@ -195,14 +247,24 @@ def traced_transfers_in_tx(
 
 
 def unexplained_balance_transfers(
-    *, network: Network, client: RpcClient, asset: Asset, payments: list[PaymentRequest], head: int
+    *,
+    network: Network,
+    client: RpcClient,
+    asset: Asset,
+    payments: list[PaymentRequest],
+    head: int,
+    known: dict[str, int] | None = None,
 ) -> list[Transfer]:
-    """One batch of balances for the network's native-coin orders; where a balance rose by more than the
-    credits explain (coin already on the address before the order is not the customer's), find the block
-    where it rose (bisection) and trace it for the forwarding call."""
+    """One batch of balances for the network's native-coin orders (`known`: balances at `head` already read,
+    by address); where a balance rose by more than the credits explain (coin already on the address before the
+    order is not the customer's), find the block where it rose (bisection) and trace it for the forwarding call."""
     if not payments:
         return []
-    balances = client.batch([("eth_getBalance", [payment.address, hex(head)]) for payment in payments])
+    known = known or {}
+    unread = [payment for payment in payments if payment.address.lower() not in known]
+    read = client.batch([("eth_getBalance", [payment.address, hex(head)]) for payment in unread]) if unread else []
+    known = {**known, **{payment.address.lower(): int(value, 16) for payment, value in zip(unread, read, strict=True)}}
+    balances = [hex(known[payment.address.lower()]) for payment in payments]
     transfers = []
     for payment, balance in zip(payments, balances, strict=True):
         credits = list(Credit.objects.on_chain().filter(payment=payment, network=network, asset=asset))
@@ -228,7 +290,9 @@ def opening_balance(client: RpcClient, payment: PaymentRequest) -> int:
     return int(payment.opening_balance_base_units)
 
 
-def _find_forwarded(network, client, asset, payment, credits, head) -> list[Transfer]:
+def _find_forwarded(
+    network: Network, client: RpcClient, asset: Asset, payment: PaymentRequest, credits: list[Credit], head: int
+) -> list[Transfer]:
     opening = opening_balance(client, payment)
 
     def unexplained_at(number: int) -> bool:

@@ -15,7 +15,9 @@ from django.utils.translation import ngettext
 from payments.models import Asset, Finality, Network, Rate
 from payments.price_feeds import SOURCE_PREFIX, feed_rate
 from payments.quotes import fresh_rate_cutoff
-from payments.rpc_config import rpc_client, rpc_env_name, rpc_urls  # noqa: F401 - re-exported for callers
+from payments.rpc_config import rpc_client as rpc_client  # `as`: re-exported for callers (mypy sees it)
+from payments.rpc_config import rpc_env_name as rpc_env_name
+from payments.rpc_config import rpc_urls as rpc_urls
 
 # Sent when a network's health record goes from up to down or back: what offers networks drops its copy.
 network_health_changed = Signal()
@@ -58,7 +60,7 @@ def networks_offered() -> list[Network]:
         .exclude(rpc_ok=False)
         .prefetch_related(Prefetch("assets", queryset=assets, to_attr="offered_assets"))
     )
-    offered = []
+    offered: list[Network] = []
     for network in networks:
         if not rpc_urls(network):
             continue

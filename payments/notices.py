@@ -7,13 +7,14 @@ import re
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from config.jobs.outbox import job_enqueue
+from core.input_errors import OrderInputError
+from core.jobs.kinds import JobKind
+from core.jobs.outbox import job_enqueue
+from orders.models import ExtensionStatus, Order
+from orders.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 from payments.models import Notice, PaymentRequest
-from shop.input_errors import OrderInputError
-from shop.models import ExtensionStatus, Order
-from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 
-NOTICE_VERIFY = "payments.tasks.notice_verify_task"
+NOTICE_VERIFY = JobKind.NOTICE_VERIFY
 # Extensions whose money is still awaited: "I have paid" covers them.
 EXTENSION_WAITING = (ExtensionStatus.AWAITING_PAYMENT, ExtensionStatus.PAYMENT_REPORTED)
 TX_HASH = re.compile(r"^0x[0-9a-fA-F]{64}$")

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from orders.outbox import email_enqueue
+from orders.staff_notices import staff_email_send, staff_notify, staff_recipients
 from payments.books import payment_books_refresh
 from payments.credits import Transfer
 from payments.lifecycle import payment_note
@@ -34,8 +37,6 @@ from payments.networks import treasury_address
 from payments.reconfirm import is_final as block_is_final
 from payments.refunds import refund_transition
 from payments.rpc import RpcClient, RpcUnavailable
-from shop.outbox import email_enqueue
-from shop.staff_notices import staff_email_send, staff_notify, staff_recipients
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def outflow_record(*, payment: PaymentRequest, transfer: Transfer, now: dt.datet
     return recorded
 
 
-def _classify(payment: PaymentRequest, transfer: Transfer, key: dict, now: dt.datetime) -> str | None:
+def _classify(payment: PaymentRequest, transfer: Transfer, key: dict[str, Any], now: dt.datetime) -> str | None:
     network = transfer.network
     with transaction.atomic():
         # The payment's row lock first (as payments/settle.py), then its refunds: one pass at a time per address.
@@ -105,7 +106,7 @@ def _classify(payment: PaymentRequest, transfer: Transfer, key: dict, now: dt.da
         return UNEXPECTED
 
 
-def _known(key: dict, transfer: Transfer) -> bool:
+def _known(key: dict[str, Any], transfer: Transfer) -> bool:
     """Already recorded. A sweep seen again in another block (a reorg re-mined it) follows it there."""
     sweep = Sweep.objects.filter(**key).first()
     if sweep is not None:
@@ -165,11 +166,13 @@ def outflows_reconfirm(
     return changed
 
 
-def _gone(receipt: dict | None) -> bool:
+def _gone(receipt: dict[str, Any] | None) -> bool:
     return receipt is None or int(receipt["status"], 16) != 1
 
 
-def _gone_but_not_agreed(client: RpcClient, rows: list, receipts: list) -> set[str]:
+def _gone_but_not_agreed(
+    client: RpcClient, rows: list[Refund | Sweep], receipts: list[dict[str, Any] | None]
+) -> set[str]:
     """Tx hashes one provider no longer has that must stay as they are: with two or more RPC URLs a second
     provider must agree before a sent refund goes back to approved (else the treasurer could pay it twice on
     one provider's word), as for credits (payments/reconfirm.py). None answering: nothing changes."""
@@ -185,7 +188,9 @@ def _gone_but_not_agreed(client: RpcClient, rows: list, receipts: list) -> set[s
     return {tx for tx, other in zip(suspects, others, strict=True) if not _gone(other)}
 
 
-def _refund_follow(refund: Refund, receipt: dict | None, network: Network, head: int, final: int | None, now) -> int:
+def _refund_follow(
+    refund: Refund, receipt: dict[str, Any] | None, network: Network, head: int, final: int | None, now: dt.datetime
+) -> int:
     gone = _gone(receipt)
     number = None if gone else int(receipt["blockNumber"], 16)
     if not gone and not block_is_final(network, number, head, final):
@@ -220,7 +225,7 @@ def outflow_acknowledge(*, outflow_id: int, by: str, now: dt.datetime | None = N
 
 
 def outflow_alert_text(outflow: UnexpectedOutflow) -> tuple[str, str]:
-    """The staff notification's subject and body (shop/staff_notices.py: operators, treasurers and
+    """The staff notification's subject and body (orders/staff_notices.py: operators, treasurers and
     STAFF_ALERT_EMAILS; ADMINS when there are none)."""
     asset = f"token {outflow.token_contract}" if outflow.token_contract else "native coin"
     body = (
@@ -235,7 +240,7 @@ def outflow_alert_text(outflow: UnexpectedOutflow) -> tuple[str, str]:
 
 
 def outflow_alert_send(*, outflow_id: int) -> int:
-    """A job stored before staff notifications went through shop.staff_notices: sent as it was then."""
+    """A job stored before staff notifications went through orders.staff_notices: sent as it was then."""
     outflow = UnexpectedOutflow.objects.select_related("payment__order", "network").get(pk=outflow_id)
     subject, body = outflow_alert_text(outflow)
     recipients = staff_recipients(roles=ALERT_ROLES, extra=settings.STAFF_ALERT_EMAILS)

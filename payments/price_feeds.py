@@ -120,7 +120,7 @@ def _cached_round(network: Network, feed: str) -> FeedRound | str:
     """The feed's latest round, or why it could not be read: either kept FEED_CACHE_SECONDS, so that quotes stay
     cheap and a failing feed is not asked again at every quote."""
     key = f"price-feed:{network.chain_id}:{feed.lower()}"
-    found = cache.get(key)
+    found: FeedRound | str | None = cache.get(key)
     if found is None:
         try:
             found = feed_round_read(_feed_client(network), feed)

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from payments.fields import format_units  # noqa: F401 - part of this module's interface
+from payments.fields import format_units as format_units  # `as`: re-exported, part of this module's interface
 from payments.models import Asset, Rate
 from payments.price_feeds import SOURCE_PREFIX, feed_rate
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
@@ -39,7 +40,7 @@ class Reconfirmed:
     deep: dict[int, str] = field(default_factory=dict)  # payment id -> what a reorg deeper than final did
 
 
-def receipt_state(credit: Credit, receipt: dict | None) -> str:
+def receipt_state(credit: Credit, receipt: dict[str, Any] | None) -> str:
     """What one provider's receipt says of a credit: still in its block, gone, or in another block."""
     if receipt is None or int(receipt["status"], 16) != 1:
         return GONE
@@ -79,7 +80,7 @@ def credits_reconfirm(
     suspects = [credit for credit in pending if receipt_state(credit, receipts[credit.pk]) != OK]
     deep: set[int] = set()
     top_block = answers[-1] if top is not None else None
-    if top_block is not None and top_block["hash"].lower() != top.block_hash.lower():
+    if top is not None and top_block is not None and top_block["hash"].lower() != top.block_hash.lower():
         # The chain below the watched credits changed: find which of them a reorg deeper than final took.
         deep_receipts = client.batch([("eth_getTransactionReceipt", [credit.tx_hash]) for credit in watched])
         for credit, receipt in zip(watched, deep_receipts, strict=True):
@@ -145,7 +146,7 @@ def _confirmations_update(network: Network, credit: Credit, head: int, final_blo
     Credit.objects.filter(pk=credit.pk).update(confirmations=max(confirmations, 0), final=final)
 
 
-def _reorg_reason(network: Network, credit: Credit, receipt: dict | None, head: int, *, deep: bool) -> str:
+def _reorg_reason(network: Network, credit: Credit, receipt: dict[str, Any] | None, head: int, *, deep: bool) -> str:
     where = f"block {credit.block_number} ({credit.block_hash})"
     if not deep:
         if receipt_state(credit, receipt) == GONE:
@@ -163,7 +164,7 @@ def _host(url: str | None) -> str:
     return (url or "?").split("://")[-1].split("/")[0]
 
 
-def _dispute_note(credit: Credit, *, first: str | None, receipt: dict | None, other: str | None) -> None:
+def _dispute_note(credit: Credit, *, first: str | None, receipt: dict[str, Any] | None, other: str | None) -> None:
     """Providers disagree about this credit (or none could confirm): it stays as it was, and reviewers
     can read why it waits."""
     found = "no receipt" if receipt_state(credit, receipt) == GONE else f"it in block {int(receipt['blockNumber'], 16)}"

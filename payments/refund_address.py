@@ -13,11 +13,11 @@ from __future__ import annotations
 from django.utils.translation import gettext as _
 from eth_utils import is_checksum_address, is_hex_address, to_checksum_address
 
+from core.input_errors import OrderInputError
 from payments.addresses import gas_account_address
 from payments.models import Network, PaymentRequest
 from payments.networks import rpc_client, treasury_address
 from payments.rpc import RpcError, RpcResponseError
-from shop.input_errors import OrderInputError
 
 ZERO = "0x" + "0" * 40
 TOTAL_SUPPLY = "0x18160ddd"  # totalSupply(): every ERC-20 answers it

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from config.transition_event import status_move
+from core.input_errors import OrderInputError
+from core.transition_event import TransitionNotAllowed, status_move
+from orders.models import OrderStatus
+from orders.outbox import email_enqueue
+from payments.extension_money import extension_money_came_late
 from payments.fields import format_units
 from payments.lifecycle import payment_note
 from payments.models import (
@@ -32,10 +38,6 @@ from payments.models import (
 from payments.quotes import QuoteError, usd_rate
 from payments.refund_address import refund_address_check
 from payments.refunds_due import ALL, refunds_due_compute, refunds_due_text
-from shop.input_errors import OrderInputError
-from shop.models import OrderStatus
-from shop.outbox import email_enqueue
-from shop.payment_outcome import payment_money_late
 
 R = RefundStatus
 
@@ -52,20 +54,16 @@ REFUND_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
-class RefundTransitionNotAllowed(Exception):
-    pass
-
-
 def refund_transition(*, refund: Refund, to: str, actor: str, reason: str, now: dt.datetime | None = None) -> bool:
     """Validate against the table, save the status alone, record who/when/from/to/why; True if it moved.
     A non-change is a no-op. The caller holds the refund's (or its payment's) row lock."""
     return status_move(
         row=refund, to=to, table=REFUND_TRANSITIONS, event_model=RefundEvent, link="refund",
-        actor=actor, reason=reason, now=now, not_allowed=RefundTransitionNotAllowed,
+        actor=actor, reason=reason, now=now,
     )
 
 
-def _reason(payment: PaymentRequest, entry: dict) -> str:
+def _reason(payment: PaymentRequest, entry: dict[str, Any]) -> str:
     """Why one entry of `refunds_due` goes back: the payment's own asset (an excess, or late money), another
     asset or network, or everything of an order that will not be served."""
     credits = [
@@ -76,7 +74,9 @@ def _reason(payment: PaymentRequest, entry: dict) -> str:
         return RefundReason.WRONG_ASSET
     if any(credit.kind == CreditKind.LATE for credit in credits):
         return RefundReason.LATE
-    if payment.extension_id is not None and payment_money_late(extension_id=payment.extension_id, now=timezone.now()):
+    if payment.extension_id is not None and extension_money_came_late(
+        extension_id=payment.extension_id, now=timezone.now()
+    ):
         return RefundReason.LATE  # an extension paid after its rental ended
     if payment.status == PaymentStatus.REJECTED or payment.order.status == OrderStatus.CANCELLED:
         return RefundReason.CANCELLED
@@ -148,14 +148,14 @@ def refunds_short(*, payment: PaymentRequest) -> str:
     )
 
 
-def _entry_asset(entry: dict) -> Asset | None:
+def _entry_asset(entry: dict[str, Any]) -> Asset | None:
     """The shop's asset of one `refunds_due` entry (its chain and contract); None for a token it does not sell."""
     assets = Asset.objects.select_related("network").filter(network__chain_id=entry["chain_id"])
     contract = entry["contract"]
     return (assets.filter(contract__iexact=contract) if contract else assets.filter(contract__isnull=True)).first()
 
 
-def _worth_refunding(payment: PaymentRequest, entry: dict) -> bool:
+def _worth_refunding(payment: PaymentRequest, entry: dict[str, Any]) -> bool:
     """Opened by the money alone only for an asset the shop sells, worth REFUND_MIN_USD or more: anyone can send
     dust, or a token of their own making, to a public address; a reviewer opens those when they are real."""
     asset = _entry_asset(entry)
@@ -172,7 +172,9 @@ def _worth_refunding(payment: PaymentRequest, entry: dict) -> bool:
     return whole * rate >= settings.REFUND_MIN_USD
 
 
-def _refund_open(*, payment: PaymentRequest, entry: dict, amount: int, now: dt.datetime, reason: str) -> Refund:
+def _refund_open(
+    *, payment: PaymentRequest, entry: dict[str, Any], amount: int, now: dt.datetime, reason: str
+) -> Refund:
     asset = _entry_asset(entry)
     network = asset.network if asset else payment.asset.network
     refund = Refund.objects.create(
@@ -260,7 +262,7 @@ def refund_room(*, payment: PaymentRequest, chain_id: int, contract: str, beside
     return _total(arrived) - sum(_total(rows) for rows in gone)
 
 
-def _total(rows) -> int:
+def _total(rows: QuerySet[Any]) -> int:
     """The sum of a queryset's amounts, exact: summed in Python, never as a float."""
     return sum(int(amount) for amount in rows.values_list("amount_base_units", flat=True))
 
@@ -284,7 +286,7 @@ def refund_decide(
         raise RefundDecisionError("A reason is required for every decision.")
     with transaction.atomic():
         # The customer's address change takes this lock too (refund_address_give): seen and approved are one.
-        refund = Refund.objects.select_for_update().get(pk=refund_id)
+        refund: Refund = Refund.objects.select_for_update().get(pk=refund_id)
         to = R.APPROVED if approve else R.REJECTED
         if approve and refund.status != R.PENDING_APPROVAL:
             raise RefundDecisionError(f"Only a refund waiting for approval can be approved; it is {refund.status}.")
@@ -297,7 +299,7 @@ def refund_decide(
             )
         try:
             refund_transition(refund=refund, to=to, actor=f"reviewer {reviewer}", reason=reason)
-        except RefundTransitionNotAllowed:
+        except TransitionNotAllowed:
             raise RefundDecisionError(f"A refund that is {refund.status} cannot be rejected any more.") from None
         Refund.objects.filter(pk=refund.pk).update(decided_by=reviewer)
     return refund
@@ -307,7 +309,7 @@ def refund_address_give(*, order_id: int, refund_id: int, address: str) -> Refun
     """The customer's refund address, checked (payments.refund_address) before any lock is taken; the refund
     then waits for a reviewer. It can change until a reviewer approves it. Raises Refund.DoesNotExist for a
     refund of another order, OrderInputError for a bad address or a refund past that point."""
-    refund = Refund.objects.select_related("network").get(pk=refund_id, payment__order_id=order_id)
+    refund: Refund = Refund.objects.select_related("network").get(pk=refund_id, payment__order_id=order_id)
     if refund.status not in CHANGEABLE:
         raise _address_fixed(refund)
     checked = refund_address_check(address, network=refund.network)  # on-chain: outside the transaction

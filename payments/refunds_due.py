@@ -7,12 +7,13 @@ transfer of an 18-decimal token and one of a 6-decimal token stay two entries, e
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from payments.fields import format_units
 from payments.models import Credit, CreditKind, PaymentRequest
 
 
-def _entry(credit: Credit, base_units: int) -> dict:
+def _entry(credit: Credit, base_units: int) -> dict[str, Any]:
     asset = credit.asset
     return {
         "network": credit.network.slug,
@@ -24,8 +25,8 @@ def _entry(credit: Credit, base_units: int) -> dict:
     }
 
 
-def _by_asset(credits: Iterable[Credit]) -> list[dict]:
-    entries: dict[tuple[int, str], dict] = {}
+def _by_asset(credits: Iterable[Credit]) -> list[dict[str, Any]]:
+    entries: dict[tuple[int, str], dict[str, Any]] = {}
     for credit in credits:
         key = (credit.chain_id, credit.token_contract)
         if key in entries:
@@ -43,7 +44,7 @@ STRAY = "stray"  # final transfers of another asset or network: never the order'
 FINAL = "final"  # every final transfer: late money for an order whose lots are gone, so none of it is the order's
 
 
-def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope: str) -> list[dict]:
+def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope: str) -> list[dict[str, Any]]:
     """What must go back, per asset, for one of the scopes above. Transfers that do not pay the order:
     another asset or network, late, or after the payment was settled."""
     # The shop's own gas top-ups are never due back to anyone.
@@ -70,7 +71,7 @@ def refunds_due_compute(*, payment: PaymentRequest, credits: list[Credit], scope
     return due
 
 
-def refunds_due_text(refunds_due: list[dict]) -> str:
+def refunds_due_text(refunds_due: list[dict[str, Any]]) -> str:
     """'1.5 USDC on local, 0.001 ETH on local, 42 base units of token 0x… on base': for events and admin."""
     parts = []
     for entry in refunds_due:

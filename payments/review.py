@@ -8,14 +8,15 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from core.input_errors import OrderInputError
+from orders.models import OrderStatus
+from orders.outbox import email_enqueue
+from orders.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome
+from payments.extension_money import extension_money_came_late, money_arrived_at
 from payments.lifecycle import REVIEWER_TRANSITIONS, payment_note, payment_transition
-from payments.models import PaymentRequest, PaymentStatus, RefundReason
+from payments.models import Credit, PaymentRequest, PaymentStatus, RefundReason
 from payments.refunds import refunds_follow
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
-from shop.input_errors import OrderInputError
-from shop.models import OrderStatus
-from shop.outbox import email_enqueue
-from shop.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome, payment_money_late
 
 P = PaymentStatus
 # Refunds that give back the money meant to pay the order.
@@ -39,7 +40,7 @@ class Review:
     """One decision in the making, under the payment's row lock."""
 
     payment: PaymentRequest
-    credits: list
+    credits: list[Credit]
     reviewer: str
     reason: str
     now: dt.datetime
@@ -56,7 +57,7 @@ def payment_review_decide(*, payment_id: int, decision: str, reason: str, review
     with transaction.atomic():
         # Lock order: nodes (an accepted order may need its lots held again), payment, order.
         order_outcome_locks()
-        payment = PaymentRequest.objects.select_for_update().get(pk=payment_id)
+        payment: PaymentRequest = PaymentRequest.objects.select_for_update().get(pk=payment_id)
         credits = list(payment.credits.on_chain().select_related("network", "asset"))
         review = Review(payment=payment, credits=credits, reviewer=reviewer, reason=reason, now=now)
         if decision == Decision.ACCEPT:
@@ -81,7 +82,7 @@ def _accept(review: Review) -> None:
     payment, now = review.payment, review.now
     if not review.credits:
         raise ReviewError("Nothing arrived at this address: there is nothing to accept.")
-    if payment_money_late(extension_id=payment.extension_id, now=now):
+    if extension_money_came_late(extension_id=payment.extension_id, now=now):
         raise ReviewError("The rental of this extension is over: its money cannot buy days. Reject it to refund it.")
     _refuse_unless_allowed(payment, P.CONFIRMED)
     if payment.refunds.committed().filter(reason__in=GIVEN_BACK).exists():
@@ -100,6 +101,7 @@ def _accept(review: Review) -> None:
             now=now,
             hold_missing_lots=True,
             extension_id=payment.extension_id,
+            money_arrived_at=money_arrived_at(extension_id=payment.extension_id),
         )
     except OrderInputError as exc:
         raise ReviewError(f"{exc.message} The order's lots were released; free a node first.") from None

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
@@ -52,6 +53,11 @@ class BatchRefused(RpcError):
 # A JSON-RPC error that means "too many requests", not "this request is wrong" (Infura's -32005 also caps
 # results: those messages name results or a range, and are not this).
 RATE_LIMIT_MESSAGE = re.compile(r"too many requests|rate.?limit|limit exceeded|exceeded .*(credits|capacity)", re.I)
+# A batch whose answer would be too large: geth (and Base's node) answer the calls past its
+# --rpc.batch-response-max-size with -32003 "response too large"; others name the response size.
+RESPONSE_TOO_LARGE = re.compile(
+    r"response (is )?too (large|big)|response size (exceeded|too)|exceeds? .*response", re.I
+)
 
 
 def _retry_after(response: requests.Response) -> float:
@@ -89,6 +95,24 @@ class _BatchSizes:
 
 
 BATCH_SIZES = _BatchSizes()
+
+
+def provider_name(url: str) -> str:
+    """A provider as /metrics and the logs name it: the host (and port), never the path or user part, where
+    providers put the API key."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+
+@dataclass
+class ProviderTally:
+    """What one client asked of one provider: the daily budget is spent in calls (a batch of n is n calls
+    for the providers' credits), HTTP requests, and bytes of answers."""
+
+    calls: int = 0
+    requests: int = 0
+    response_bytes: int = 0
+    rate_limited: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,10 +156,11 @@ BACKOFF = _Backoff()
 def _raise_if_rate_limited(body: Any) -> None:
     """A 200 whose single answer (or a batch's every answer) is a "too many requests" error."""
     answers = body if isinstance(body, list) else [body]
-    errors = [a.get("error") for a in answers if isinstance(a, dict) and isinstance(a.get("error"), dict)]
+    errors = [a["error"] for a in answers if isinstance(a, dict) and isinstance(a.get("error"), dict)]
     limited = [e for e in errors if RATE_LIMIT_MESSAGE.search(str(e.get("message")))]
     if answers and len(limited) == len(answers):
-        raise RateLimited(f"JSON-RPC {errors[0].get('code')}: {errors[0].get('message')}"[:200], 1.0)
+        wait = min(1.0, settings.RPC_RETRY_AFTER_MAX_SECONDS)  # no Retry-After in a JSON-RPC error: a second
+        raise RateLimited(f"JSON-RPC {errors[0].get('code')}: {errors[0].get('message')}"[:200], wait)
 
 
 def hex_int(value: str | None) -> int | None:
@@ -153,10 +178,20 @@ class RpcClient:
         self.calls = 0  # JSON-RPC calls made (a batch of n counts n): the benchmark reads these
         self.requests = 0  # HTTP requests made
         self.rate_limited = 0  # answers that were HTTP 429 (or "too many requests"), waited out or moved past
+        self.response_bytes = 0  # bytes of answers: the benchmark reads these too
         # URLs whose head was stale: not asked again by this client (one pass), whatever they answer.
         self.excluded: set[str] = set()
         # The URL that gave the last answer: a second opinion is asked of another one (`avoid`).
         self.last_url: str | None = None
+        self.usage: dict[str, ProviderTally] = {}  # provider_name -> what was asked of it, not yet recorded
+
+    def _tally(self, url: str) -> ProviderTally:
+        return self.usage.setdefault(provider_name(url), ProviderTally())
+
+    def usage_take(self) -> dict[str, ProviderTally]:
+        """What was asked of each provider since the last take: recorded once, however often a client is reused."""
+        usage, self.usage = self.usage, {}
+        return usage
 
     @property
     def can_cross_check(self) -> bool:
@@ -181,8 +216,13 @@ class RpcClient:
         failures, waits = [], []
         for url in BACKOFF.order([url for url in self.urls if url not in self.excluded and url not in avoid]):
             self.requests += 1
+            tally = self._tally(url)
+            tally.requests += 1
+            tally.calls += len(payload) if isinstance(payload, list) else 1
             try:
                 response = self.session.post(url, json=payload, timeout=self.timeout)
+                tally.response_bytes += len(response.content)
+                self.response_bytes += len(response.content)
                 if response.status_code == 429:
                     raise RateLimited("HTTP 429", _retry_after(response))
                 if response.status_code >= 500:
@@ -197,10 +237,11 @@ class RpcClient:
                     self.excluded.add(url)
                 if isinstance(exc, RateLimited):
                     self.rate_limited += 1
+                    tally.rate_limited += 1
                     waits.append(exc.retry_after)
                 BACKOFF.failed(url, at_least=60.0 if isinstance(exc, StaleHead) else 0.0)
-                failures.append(f"{url.split('://')[-1].split('/')[0]}: {type(exc).__name__} {exc}"[:200])
-                log.warning("rpc %s failed: %s", url, exc)
+                failures.append(f"{provider_name(url)}: {type(exc).__name__} {exc}"[:200])
+                log.warning("rpc %s failed: %s", provider_name(url), exc)
                 continue
             BACKOFF.succeeded(url)
             self.last_url = url
@@ -211,7 +252,7 @@ class RpcClient:
         raise RpcUnavailable(message)
 
     @staticmethod
-    def _result(item: dict, method: str) -> Any:
+    def _result(item: dict[str, Any], method: str) -> Any:
         if "error" in item:
             error = item["error"]
             raise RpcResponseError(f"{method}: {error.get('message', error) if isinstance(error, dict) else error}")
@@ -257,13 +298,16 @@ class RpcClient:
         by_id = {item.get("id"): item for item in body if isinstance(item, dict)}
         if any(call_id not in by_id for call_id in ids):
             raise BatchRefused(f"batch of {len(calls)} answered {len(by_id)} of its calls")
+        too_large = [item for item in by_id.values() if RESPONSE_TOO_LARGE.search(str(item.get("error") or ""))]
+        if too_large:  # the answer would pass the provider's size cap: fewer calls at a time
+            raise BatchRefused(f"batch of {len(calls)}: {str(too_large[0]['error'])[:200]}")
         return [self._result(by_id[call_id], method) for call_id, (method, _p) in zip(ids, calls, strict=True)]
 
     def head(self, *, avoid: Collection[str] = ()) -> Head:
         """The latest block; a URL whose head is older than max_head_age counts as down."""
         self.calls += 1
 
-        def fresh(body: dict) -> None:
+        def fresh(body: dict[str, Any]) -> None:
             block = body.get("result")
             if not block:
                 raise RpcUnavailable("no latest block")

@@ -31,20 +31,21 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from config.log_context import log_context
+from core.log_context import log_context
+from orders.outbox import email_enqueue
+from orders.payment_outcome import OrderPaymentOutcome, order_lots_gone, order_payment_outcome
+from payments.extension_money import extension_money_came_late, money_arrived_at
 from payments.lifecycle import payment_note, payment_transition
-from payments.models import CreditKind, PaymentRequest, PaymentStatus
+from payments.models import Credit, CreditKind, PaymentRequest, PaymentStatus
 from payments.refunds import refunds_follow
 from payments.refunds_due import AFTER_SETTLEMENT, FINAL, STRAY, UNNEEDED, refunds_due_compute
-from shop.outbox import email_enqueue
-from shop.payment_outcome import OrderPaymentOutcome, order_lots_gone, order_payment_outcome, payment_money_late
 
 log = logging.getLogger(__name__)
 P = PaymentStatus
 
-# What the order is told for each status the credits call for; shop.payment_outcome.ORDER_PAYMENT_OUTCOMES says what
+# What the order is told for each status the credits call for; orders.payment_outcome.ORDER_PAYMENT_OUTCOMES says what
 # each outcome does to the order. Rejected is a reviewer's, who tells the order directly (payments/review.py).
-OUTCOME = {
+OUTCOME: dict[str, str] = {
     P.PENDING: OrderPaymentOutcome.UNPAID,
     P.DETECTED: OrderPaymentOutcome.HOLD,
     P.CONFIRMED: OrderPaymentOutcome.PAID,
@@ -54,7 +55,7 @@ OUTCOME = {
     P.WRONG_NETWORK: OrderPaymentOutcome.NEEDS_REVIEW,
 }
 # Emails to the customer when the payment enters these statuses.
-EMAIL_FOR = {
+EMAIL_FOR: dict[str, str] = {
     P.DETECTED: "payment_detected",
     P.CONFIRMED: "payment_confirmed",
     P.OVERPAID: "payment_confirmed",
@@ -62,7 +63,7 @@ EMAIL_FOR = {
     P.LATE: "payment_attention",
     P.WRONG_NETWORK: "payment_attention",
 }
-REASONS = {
+REASONS: dict[str, str] = {
     P.PENDING: "no counted transfer any more",
     P.DETECTED: "transfer seen, waiting for confirmations",
     P.CONFIRMED: "paid in full and final",
@@ -73,7 +74,7 @@ REASONS = {
 }
 
 
-def payment_status_for(payment: PaymentRequest, credits: list) -> tuple[str, int, int]:
+def payment_status_for(payment: PaymentRequest, credits: list[Credit]) -> tuple[str, int, int]:
     """(status, received base units, confirmations of the least confirmed matching credit)."""
     counted = [credit for credit in credits if credit.counted]
     matching = [credit for credit in counted if credit.kind == CreditKind.MATCH]
@@ -97,7 +98,9 @@ def payment_status_for(payment: PaymentRequest, credits: list) -> tuple[str, int
 FOREIGN_KINDS = {CreditKind.WRONG_NETWORK, CreditKind.WRONG_ASSET}
 
 
-def _status_in_the_asset_asked_for(kinds: set, *, received: int, final: int, amount: int, matching: list) -> str:
+def _status_in_the_asset_asked_for(
+    kinds: set[str], *, received: int, final: int, amount: int, matching: list[Credit]
+) -> str:
     if CreditKind.LATE in kinds:
         return P.LATE
     if final >= amount:
@@ -109,7 +112,7 @@ def _status_in_the_asset_asked_for(kinds: set, *, received: int, final: int, amo
     return P.UNDERPAID
 
 
-def _reason(status: str, credits: list) -> str:
+def _reason(status: str, credits: list[Credit]) -> str:
     """The policy's reason, and the reorg behind it when a transfer was taken away."""
     removed = sorted((c for c in credits if c.removed_at is not None), key=lambda c: c.removed_at)
     if removed and status in (P.PENDING, P.DETECTED, P.UNDERPAID):
@@ -129,7 +132,7 @@ def _outcome(payment: PaymentRequest, status: str) -> str:
     return OUTCOME[status]
 
 
-def _figures_from_credits(payment: PaymentRequest, credits: list, now: dt.datetime) -> str:
+def _figures_from_credits(payment: PaymentRequest, credits: list[Credit], now: dt.datetime) -> str:
     """The status the credits call for, with the payment's figures set (not saved). The caller holds the lock.
 
     A payment that stops being settled (a reorg took its money) counts again what arrived after settlement."""
@@ -156,7 +159,7 @@ def _due_scope(payment: PaymentRequest, status: str, now: dt.datetime) -> str:
     """Which money is surely not the order's, before anyone decides. Settled: the excess (or, once a reviewer
     accepted, what came after). Unsettled: money in another asset or network; and all of it when it came late
     for an order whose lots are gone, since no reviewer could serve that order now."""
-    if payment.reviewed_at is None and payment_money_late(extension_id=payment.extension_id, now=now):
+    if payment.reviewed_at is None and extension_money_came_late(extension_id=payment.extension_id, now=now):
         return FINAL  # an extension paid after its rental ended: nothing it could buy
     if payment.settled_at is not None:
         return AFTER_SETTLEMENT if payment.reviewed_at is not None else UNNEEDED
@@ -165,7 +168,7 @@ def _due_scope(payment: PaymentRequest, status: str, now: dt.datetime) -> str:
     return STRAY
 
 
-def _review_lapse_if_money_gone(payment: PaymentRequest, credits: list) -> None:
+def _review_lapse_if_money_gone(payment: PaymentRequest, credits: list[Credit]) -> None:
     """What a reviewer accepted was taken away by a reorg: the decision no longer holds."""
     if payment.reviewed_at is not None and payment.status == P.CONFIRMED and not any(c.counted for c in credits):
         payment.reviewed_at, payment.reviewed_by = None, ""
@@ -181,7 +184,7 @@ def payment_settle(*, payment_id: int, now: dt.datetime | None = None) -> str | 
 
 def _payment_settle(*, payment_id: int, now: dt.datetime) -> str | None:
     with transaction.atomic():
-        payment = PaymentRequest.objects.select_for_update().filter(pk=payment_id).first()
+        payment: PaymentRequest | None = PaymentRequest.objects.select_for_update().filter(pk=payment_id).first()
         if payment is None:
             return None
         credits = list(payment.credits.select_related("network", "asset"))
@@ -199,6 +202,7 @@ def _payment_settle(*, payment_id: int, now: dt.datetime) -> str | None:
             reason=f"payment {status}: {reason}",
             now=now,
             extension_id=payment.extension_id,
+            money_arrived_at=money_arrived_at(extension_id=payment.extension_id),
         )
         if status in EMAIL_FOR:
             email_enqueue(order_id=payment.order_id, name=EMAIL_FOR[status], params={"payment_id": payment.pk})

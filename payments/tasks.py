@@ -11,7 +11,8 @@ from django.db import InterfaceError, OperationalError
 from django.db.models import Q
 from django.utils import timezone
 
-from config.jobs.task import job_task
+from core.jobs.kinds import JobKind
+from core.jobs.task import job_task
 from payments.models import Network, PaymentRequest
 from payments.networks import rpc_urls
 from payments.outflows import outflow_alert_send
@@ -68,7 +69,14 @@ def payment_settle_task(payment_id: int) -> str | None:
     return payment_settle(payment_id=payment_id)
 
 
-@job_task(acks_late=True, autoretry_for=TRANSIENT, retry_backoff=2, retry_backoff_max=60, max_retries=6)
+@job_task(
+    kind=JobKind.NOTICE_VERIFY,
+    acks_late=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=2,
+    retry_backoff_max=60,
+    max_retries=6,
+)
 def notice_verify_task(notice_id: int, more_notice_ids: list[int] | None = None) -> None:
     """One "I have paid" press: its notice and those of the other items it covers (the order's extension), in
     one job, however many there are."""
@@ -83,6 +91,7 @@ def notice_verify_task(notice_id: int, more_notice_ids: list[int] | None = None)
 
 
 @job_task(
+    kind=JobKind.OUTFLOW_ALERT,
     acks_late=True, autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError), retry_backoff=True,
     max_retries=8,
 )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -29,6 +30,7 @@ from payments.models import (
     Network,
     PaymentRequest,
     PaymentStatus,
+    Refund,
     RefundEvent,
     RefundStatus,
 )
@@ -36,8 +38,9 @@ from payments.networks import rpc_client, treasury_address
 from payments.rpc import RpcClient
 
 GAS_ACCOUNT_PATH = "m/44'/60'/0'/1/0"  # the account's internal chain, index 0: derivable from the xpub
-# Gas per transfer, a little above what anvil measured (README "Collecting and refunding": 46,872-51,672 for a
-# token transfer); the plan's estimate only. A token address also gets one gas top-up (a native transfer).
+# Gas per transfer, a little above what anvil measured (docs/staff-guide.md, "Collecting and refunding":
+# 46,872-51,672 for a token transfer); the plan's estimate only. A token address also gets one gas top-up (a
+# native transfer).
 TOKEN_TRANSFER_GAS = 65_000
 NATIVE_TRANSFER_GAS = 21_000
 BALANCE_OF = "0x70a08231"  # balanceOf(address)
@@ -84,7 +87,7 @@ def _balances(client: RpcClient, wanted: list[tuple[str, str]]) -> list[int]:
     return [int(answer or "0x0", 16) for answer in client.batch(calls)]
 
 
-def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
+def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict[str, Any]:
     client = client or rpc_client(network)
     configured = treasury_address(network)
     treasury = to_checksum_address(configured) if is_address(configured) else None
@@ -92,7 +95,8 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
     wanted = [(payment, contract) for payment in payments for contract in _assets_on(payment)]
     balances = _balances(client, [(payment.address, contract) for payment, contract in wanted])
     symbols = {(a.contract or "").lower(): a.symbol for a in network.assets.all()}
-    items, held_back, transfers = [], [], defaultdict(int)
+    items, held_back = [], []
+    transfers: defaultdict[str, int] = defaultdict(int)  # by kind: token, native
     planned_payments, planned_refunds = set(), []
     for (payment, contract), balance in zip(wanted, balances, strict=True):
         refunds = [
@@ -148,7 +152,9 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict:
     }
 
 
-def _planned_record(*, network: Network, payment_ids: set[int], refunds: list, now: dt.datetime | None = None) -> None:
+def _planned_record(
+    *, network: Network, payment_ids: set[int], refunds: list[Refund], now: dt.datetime | None = None
+) -> None:
     """The scan reads every address this plan sends from until the signer has surely run (a sweep of an
     address past its window, or of a rejected payment, is recorded too), and each planned refund gets an event
     row: staff see a refund that two plans named (paid, and not recorded yet, or a plan that was not run)."""

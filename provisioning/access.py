@@ -14,7 +14,15 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from config.jobs.outbox import job_enqueue
+from core.jobs.kinds import JobKind
+from core.jobs.outbox import job_enqueue
+from core.transition_event import TransitionNotAllowed
+from orders import capacity
+from orders.models import Extension, ExtensionStatus, Order, OrderStatus
+from orders.orders import order_transition
+from orders.outbox import email_enqueue
+from orders.sshkeys import SshKeyError, parse_ssh_public_key
+from payments.extension_money import orders_held_for_extension_money
 from provisioning import node_tools
 from provisioning.bundle import node_bundle
 from provisioning.drivers import driver_for
@@ -22,12 +30,6 @@ from provisioning.drivers.base import Driver, DriverError
 from provisioning.manifest import manifest_create, manifest_revise
 from provisioning.models import AccessGrant, Node, NodeState, PreparationRun
 from provisioning.states import node_transition, nodes_transition
-from shop import capacity
-from shop.extensions import orders_held_for_extension_money
-from shop.models import Extension, ExtensionStatus, Order, OrderStatus
-from shop.orders import order_transition
-from shop.outbox import email_enqueue
-from shop.sshkeys import SshKeyError, parse_ssh_public_key
 
 log = logging.getLogger(__name__)
 S = OrderStatus
@@ -35,7 +37,7 @@ KEY_BACKSTOP = dt.timedelta(days=1)
 KEY_REFUSED = 4  # the access tool's exit status when the key itself is refused (the caller's input)
 # A revocation walks the node's local filesystems for the tenant's files: minutes on a node full of data.
 REVOKE_TIMEOUT_SECONDS = 1800
-ACCESS_WITHDRAW = "provisioning.tasks.access_withdraw_task"
+ACCESS_WITHDRAW = JobKind.ACCESS_WITHDRAW
 
 
 class AccessKeyRefused(Exception):
@@ -65,11 +67,11 @@ def access_tool_problem(*, driver: Driver, node: Node) -> str:
     try:
         installed = driver.get_file(node.access_tool)
     except DriverError as exc:
-        return f"{node.name}: no access tool at {node.access_tool} ({exc}): install it (README: Production)"
+        return f"{node.name}: no access tool at {node.access_tool} ({exc}): install it (docs/production.md)"
     if installed != node_tools.source("access.py"):
         return (
             f"the access tool at {node.access_tool} on {node.name} is not this shop's version: install it again "
-            "from provisioning/node_tools/access.py (README: Production)"
+            "from provisioning/node_tools/access.py (docs/production.md)"
         )
     return ""
 
@@ -82,7 +84,8 @@ def access_tool_check(*, driver: Driver, node: Node) -> None:
 
 
 def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -> None:
-    if node.access_tool:  # a login that is not root: only this command runs as root (README's sudo rule)
+    # A login that is not root: only this command runs as root (the sudo rule of docs/production.md).
+    if node.access_tool:
         argv = ["sudo", "-n", node.access_tool, *args]
     else:
         argv = [node.python, f"{driver.workdir}/provisioning/node_tools/access.py", *args]
@@ -147,10 +150,12 @@ def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
 
 def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetime) -> None:
     """Every node passed: the rental clock starts now. Runs in preparation_conclude's transaction."""
+    why = "every node passed its preflight"
+    if not order_transition(order=order, to=S.ACTIVE, actor="system", reason=why, now=now):
+        raise TransitionNotAllowed(f"order {order.reference} is active already: its clock started once")
     order.active_since = now
     order.ends_at = now + dt.timedelta(days=order.duration_days)
     order.save(update_fields=["active_since", "ends_at"])
-    order_transition(order=order, to=S.ACTIVE, actor="system", reason="every node passed its preflight", now=now)
     nodes = [run.node_id for run in runs]
     grants = list(order.access_grants.handed_over().filter(node__in=nodes).select_related("node"))
     AccessGrant.objects.filter(pk__in=[g.pk for g in grants]).update(ends_at=order.ends_at)
@@ -159,6 +164,14 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
     )
     manifest_create(order=order, runs=runs, grants=grants)
     email_enqueue(order_id=order.pk, name="access_ready")
+
+
+def access_follow_extension(sender: object, *, extension: Extension, order: Order, ends_at: dt.datetime, **_: object):
+    """An extension applied (orders.extensions.extension_applied, inside its transaction): the order's grants end
+    with the rental, the reminders are planned again from the new end (none was sent for it), and the nodes' key
+    backstop follows through the job outbox (access_extend_on_nodes)."""
+    AccessGrant.objects.live().filter(order=order).update(ends_at=ends_at, reminders_sent=[])
+    job_enqueue(JobKind.ACCESS_EXTEND, extension_id=extension.pk)
 
 
 def access_extend_on_nodes(*, extension_id: int) -> int:

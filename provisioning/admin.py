@@ -4,7 +4,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from config.admin_base import ReadOnlyAdmin, ReadOnlyInline, reason_asked
+from core.admin_base import ReadOnlyAdmin, ReadOnlyInline, reason_asked
+from core.transition_event import TransitionNotAllowed
 from provisioning.models import (
     AccessGrant,
     Manifest,
@@ -15,7 +16,7 @@ from provisioning.models import (
     PreparationRun,
     PreparationRunEvent,
 )
-from provisioning.states import TransitionNotAllowed, node_state_set
+from provisioning.states import node_state_set
 
 
 class NodeEventInline(ReadOnlyInline):

@@ -10,11 +10,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api_errors import BAD_INPUT, CONFLICT, NOT_ALLOWED, NOT_FOUND
+from core.api_errors import BAD_INPUT, CONFLICT, NOT_ALLOWED, NOT_FOUND
+from orders.models import Order
 from provisioning.models import Node, NodeCheck
 from provisioning.node_checks import RecheckRefused, UnknownPreparation, recheck_start
 from provisioning.prepare import PreparationError, preparation_start
-from shop.models import Order
 
 
 class IsOperator(permissions.BasePermission):

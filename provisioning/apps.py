@@ -8,4 +8,8 @@ class ProvisioningConfig(AppConfig):
     verbose_name = "Provisioning"
 
     def ready(self) -> None:
+        from orders.extensions import extension_applied
         from provisioning import emails  # noqa: F401  registers its emails with the outbox
+        from provisioning.access import access_follow_extension
+
+        extension_applied.connect(access_follow_extension, dispatch_uid="access_follow_extension")

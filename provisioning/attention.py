@@ -15,9 +15,9 @@ from django.db.models import DateTimeField, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
+from orders.models import Extension, ExtensionEvent, ExtensionStatus, Order, OrderEvent, OrderStatus
 from payments.models import Refund, RefundEvent, RefundStatus, UnexpectedOutflow
 from provisioning.models import Node, NodeEvent, NodeState
-from shop.models import Extension, ExtensionEvent, ExtensionStatus, Order, OrderEvent, OrderStatus
 
 S = OrderStatus
 

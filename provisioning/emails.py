@@ -1,9 +1,9 @@
-"""The access emails' template context, for the outbox (shop/outbox.py)."""
+"""The access emails' template context, for the outbox (orders/outbox.py)."""
 
 from __future__ import annotations
 
-from shop.models import Order
-from shop.outbox import email_context
+from orders.models import Order
+from orders.outbox import email_context
 
 
 @email_context("access_ready", "access_ending")

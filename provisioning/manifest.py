@@ -19,10 +19,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 
+from orders.models import ExtensionStatus, Order
 from payments.models import PaymentRequest
 from provisioning.bundle import node_bundle_sha256
 from provisioning.models import AccessGrant, Manifest, PreparationRun, RunStatus
-from shop.models import ExtensionStatus, Order
 
 JCS = "JCS (RFC 8785)"
 JCS_ALGORITHM = "Ed25519 over the JCS (RFC 8785) canonical JSON of `body`"

@@ -1,111 +1,20 @@
-"""GPU nodes: one node is one lot of two cards. Preparation and access come with provisioning."""
+"""Preparation runs, access grants, manifests and node checks. The nodes are the fleet's (fleet/models.py)."""
 
 from __future__ import annotations
 
-import posixpath
-
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from config.transition_event import TransitionEvent
-
-
-class NodeDriver(models.TextChoices):
-    LOCAL = "local", "local (runs on this machine, development)"
-    SSH = "ssh", "ssh"
-
-
-class NodeState(models.TextChoices):
-    AVAILABLE = "available", "available"
-    ALLOCATED = "allocated", "allocated"
-    PREPARING = "preparing", "preparing"
-    IN_USE = "in_use", "in use"
-    MAINTENANCE = "maintenance", "maintenance"
-    FAILED = "failed", "failed"
-    # Access given during a preparation that did not hand over is being removed from the node.
-    REVOKING = "revoking", "revoking access"
-
-
-# Nodes in these states are never offered for sale.
-UNSELLABLE_STATES = (NodeState.MAINTENANCE, NodeState.FAILED, NodeState.REVOKING)
-
-
-def scratch_folders(text: str) -> list[str]:
-    """The scratch paths of a node, one a line, blank lines skipped."""
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
-def validate_scratch_paths(text: str) -> None:
-    for path in scratch_folders(text):
-        if not path.startswith("/") or posixpath.normpath(path) != path:
-            raise ValidationError(f"{path!r} is not a normalised absolute path: give one folder a line, e.g. /scratch.")
-
-
-class Node(models.Model):
-    name = models.CharField(max_length=100, unique=True)
-    driver = models.CharField(max_length=10, choices=NodeDriver.choices, default=NodeDriver.SSH)
-    host = models.CharField(max_length=255, blank=True)
-    port = models.PositiveIntegerField(default=22)
-    user = models.CharField(max_length=64, blank=True)
-    host_key = models.TextField(blank=True, help_text="The node's SSH host public key, pinned.")
-    gpu_model = models.CharField(max_length=100, default="NVIDIA B200")
-    gpu_count = models.PositiveSmallIntegerField(default=2)
-    python = models.CharField(max_length=255, default="python3", help_text="The Python that runs the preflight.")
-    preflight_device = models.CharField(
-        max_length=8, choices=[("cuda", "cuda"), ("cpu", "cpu (development)")], default="cuda"
-    )
-    thresholds = models.JSONField(
-        default=dict,
-        blank=True,
-        help_text="Preflight thresholds for this node (empty: the figures for its cards, see the README).",
-    )
-    accounts_root = models.CharField(
-        max_length=255,
-        blank=True,
-        help_text="Empty: customer accounts are real accounts on the node. A directory: a sandboxed user database.",
-    )
-    access_tool = models.CharField(
-        max_length=255,
-        blank=True,
-        help_text=(
-            "Empty: the login is root and runs the access tool copied with each preparation. A path (e.g. "
-            "/usr/local/sbin/b200-access): the login is not root; this shop's access tool, installed there by "
-            "root, runs with `sudo -n` under the README's sudo rule."
-        ),
-    )
-    scratch_paths = models.TextField(
-        blank=True,
-        validators=[validate_scratch_paths],
-        help_text=(
-            "The node's scratch folders, one absolute path a line (e.g. /scratch): swept for the tenant's files at "
-            "the end of each rental, besides /tmp, /var/tmp, /dev/shm and the node's other local filesystems. Its "
-            "own disks only: a folder shared with other machines is refused."
-        ),
-    )
-    state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.AVAILABLE)
-    state_reason = models.CharField(max_length=300, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def scratch_folders(self) -> list[str]:
-        return scratch_folders(self.scratch_paths)
-
-
-class NodeEvent(TransitionEvent):
-    """One row per change of a node's state (who, when, from, to, why), written by node_transition."""
-
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
-    from_state = models.CharField(max_length=16, choices=NodeState.choices)
-    to_state = models.CharField(max_length=16, choices=NodeState.choices)
-
-    def __str__(self) -> str:
-        return f"{self.node_id}: {self.from_state} -> {self.to_state}"
+from core.transition_event import TransitionEvent
+from fleet.models import (  # noqa: F401 - the fleet's rows are provisioning's models (app label) too
+    UNSELLABLE_STATES,
+    Node,
+    NodeDriver,
+    NodeEvent,
+    NodeState,
+    scratch_folders,
+    validate_scratch_paths,
+)
 
 
 class RunStatus(models.TextChoices):

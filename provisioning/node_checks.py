@@ -13,7 +13,7 @@ no memory used past `idle_max_mib`; judged by the preflight's own `hardware.eval
 is set aside as `failed` with the reason, so it is never sold until an operator rechecks it; one that an order
 took meanwhile is left to that order's preparation (its preflight runs the same gate).
 
-Each check is a `NodeCheck` row, written before any work and run by one job (config/jobs): at most one open
+Each check is a `NodeCheck` row, written before any work and run by one job (core/jobs): at most one open
 check per node (a partial unique index), so a node is never rechecked twice at once. A job delivered again
 after its check finished does nothing; one whose worker died starts over as the next attempt, clearing what
 the lost one left on the node. Lock order, as everywhere: nodes, then the rest.
@@ -32,7 +32,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from config.jobs.outbox import job_enqueue
+from core.jobs.kinds import JobKind
+from core.jobs.outbox import job_enqueue
+from orders import capacity
+from orders.models import Preparation
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import CommandTimeout, DriverError
 from provisioning.models import AccessGrant, CheckKind, Node, NodeCheck, NodeState, PreparationRun, RunStatus
@@ -41,11 +44,9 @@ from provisioning.preflight import hardware
 from provisioning.preflight.profile import DEFAULT_THRESHOLDS
 from provisioning.prepare import TRANSIENT_DB_ERRORS
 from provisioning.states import node_reason_note, nodes_transition
-from shop import capacity
-from shop.models import Preparation
 
 log = logging.getLogger(__name__)
-CHECK_TASK = "provisioning.tasks.node_check_task"
+CHECK_TASK = JobKind.NODE_CHECK
 RECHECKABLE = (NodeState.FAILED, NodeState.MAINTENANCE)
 # A recheck runs this preparation's setup step and profile unless told another: the whole rehearsal, sharded over
 # both cards, the most any order asks of a node.

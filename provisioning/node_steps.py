@@ -24,7 +24,7 @@ from provisioning.models import Node, NodeCheck, PreparationRun, RunStatus
 from provisioning.preflight.cli import command_line
 
 if TYPE_CHECKING:
-    from shop.models import Preparation
+    from orders.models import Preparation
 
 # A driver's scratch directory (ssh: mktemp's b200-node.XXXXXXXXXX, local: b200-node-XXXXXXXX).
 WORKDIR = re.compile(r"/[\w./-]*/b200-node[.-]\w+")

@@ -16,8 +16,14 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from config.jobs.outbox import job_enqueue
-from config.log_context import log_context
+from core.jobs.kinds import JobKind
+from core.jobs.outbox import job_enqueue
+from core.log_context import log_context
+from core.transition_event import TransitionNotAllowed
+from orders import capacity
+from orders.models import Order, OrderStatus
+from orders.orders import order_transition
+from orders.outbox import email_enqueue
 from provisioning.access import (
     AccessKeyRefused,
     access_handover,
@@ -30,15 +36,11 @@ from provisioning.drivers.base import DriverError
 from provisioning.models import AccessGrant, Node, NodeState, PreparationRun, RunStatus
 from provisioning.node_steps import NodeJob, steps_run
 from provisioning.states import nodes_transition, run_transition
-from shop import capacity
-from shop.models import Order, OrderStatus
-from shop.orders import order_transition
-from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
 S = OrderStatus
 OPEN_RUNS = (RunStatus.QUEUED, RunStatus.RUNNING)
-PREPARATION_RUN = "provisioning.tasks.preparation_run_task"
+PREPARATION_RUN = JobKind.PREPARATION_RUN
 # The database went away for a moment (a failover, a dropped connection): the step is retried, and the node
 # is never blamed for it.
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
@@ -266,7 +268,8 @@ def _preparation_failed(*, order: Order, runs: list[PreparationRun], now: dt.dat
     """The order waits for operators, the reason of each run that did not pass in its events. Access given
     on the nodes that passed is withdrawn: nobody holds access without an active order."""
     reason = "; ".join(f"{run.node.name}: {run.error[:200]}" for run in runs)
-    order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now)
+    if not order_transition(order=order, to=S.PREPARATION_FAILED, actor="system", reason=reason, now=now):
+        raise TransitionNotAllowed(f"order {order.reference}: its preparation failed already")
     access_withdraw_request(order=order, now=now)
     # The customer can act only on a refused key (a new one, by reply); a node's fault is the operators' to fix.
     key_refused = any(run.status == RunStatus.REFUSED for run in runs)

@@ -15,6 +15,8 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from core.transition_event import TransitionNotAllowed, status_move
+from orders.staff_notices import staff_notify
 from provisioning.models import (
     UNSELLABLE_STATES,
     Node,
@@ -24,7 +26,6 @@ from provisioning.models import (
     PreparationRunEvent,
     RunStatus,
 )
-from shop.staff_notices import staff_notify
 
 N = NodeState
 R = RunStatus
@@ -61,32 +62,22 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
 RUN_OUTCOMES = frozenset({R.PASSED, R.FAILED, R.ERROR, R.REFUSED})
 
 
-class TransitionNotAllowed(ValueError):
-    """A move the table does not allow; nothing was written."""
-
-
 def node_transition(*, node: Node, to: str, actor: str, reason: str = "", now: dt.datetime | None = None) -> bool:
     """Move the node to `to` and record it; False (nothing written) when it is there already.
     The caller holds the node's row lock. The reason is shown on the node while it is out of sale."""
-    from_state = node.state
-    if to == from_state:
-        return False
-    if to not in NODE_TRANSITIONS[from_state]:
-        raise TransitionNotAllowed(f"node {node.name}: {from_state} -> {to} is not allowed")
     with transaction.atomic():
-        node.state = to
-        node.state_reason = reason[:300] if to in UNSELLABLE_STATES else ""
-        node.save(update_fields=["state", "state_reason"])
-        NodeEvent.objects.create(
-            node=node, created_at=now or timezone.now(), from_state=from_state, to_state=to, actor=actor, reason=reason
+        moved = status_move(
+            row=node, to=to, table=NODE_TRANSITIONS, event_model=NodeEvent, link="node", actor=actor, reason=reason,
+            now=now, label=f"node {node.name}", field="state", event_fields=("from_state", "to_state"),
+            also={"state_reason": reason[:300] if to in UNSELLABLE_STATES else ""},
         )
-        if to == NodeState.FAILED:  # out of sale until an operator looks: they are told, once per failure
+        if moved and to == NodeState.FAILED:  # out of sale until an operator looks: they are told, once per failure
             staff_notify(
                 roles=("operator",), subject=f"Node {node.name} failed",
                 body=f"Node {node.name} ({node.host}) is out of sale.\nWhy: {reason[:500]}",
                 link=reverse("admin:provisioning_node_change", args=[node.pk]),
             )
-    return True
+    return moved
 
 
 def nodes_transition(
@@ -129,20 +120,9 @@ def run_transition(
 ) -> bool:
     """Move the run to `to` and record it; False (nothing written) when it is there already.
     The caller holds the run's row lock."""
-    from_status = run.status
-    if to == from_status:
-        return False
-    if to not in RUN_TRANSITIONS[from_status]:
-        raise TransitionNotAllowed(f"preparation run {run.pk}: {from_status} -> {to} is not allowed")
     now = now or timezone.now()
-    fields = ["status"]
-    with transaction.atomic():
-        run.status = to
-        if to in RUN_OUTCOMES:
-            run.finished_at = now
-            fields.append("finished_at")
-        run.save(update_fields=fields)
-        PreparationRunEvent.objects.create(
-            run=run, created_at=now, from_status=from_status, to_status=to, actor=actor, reason=reason
-        )
-    return True
+    return status_move(
+        row=run, to=to, table=RUN_TRANSITIONS, event_model=PreparationRunEvent, link="run", actor=actor,
+        reason=reason, now=now, label=f"preparation run {run.pk}", own_transaction=True,
+        also={"finished_at": now} if to in RUN_OUTCOMES else {},
+    )

@@ -11,7 +11,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from config.jobs.task import job_task
+from core.jobs.kinds import JobKind
+from core.jobs.task import job_task
+from orders.outbox import email_enqueue
 from provisioning.access import (
     REVOKE_TIMEOUT_SECONDS,
     access_extend_on_nodes,
@@ -31,7 +33,6 @@ from provisioning.prepare import (
     preparations_resume_stuck,
     run_stop_over_time,
 )
-from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
 # The preflight has its own limit on the node; the task's is a little longer, and handled.
@@ -55,7 +56,7 @@ PREFLIGHT_TASK_OPTIONS = {
 }
 
 
-@job_task(**PREFLIGHT_TASK_OPTIONS)
+@job_task(kind=JobKind.PREPARATION_RUN, **PREFLIGHT_TASK_OPTIONS)
 def preparation_run_task(run_id: int) -> str | None:
     try:
         return preparation_execute(run_id=run_id)
@@ -82,6 +83,7 @@ def access_revoke_task(grant_id: int) -> bool:
 
 
 @job_task(
+    kind=JobKind.ACCESS_WITHDRAW,
     lease_seconds=REVOKE_TIMEOUT_SECONDS + 180,
     max_attempts=None,  # the node stays out of sale until the account is gone: keep trying
     acks_late=True,
@@ -97,6 +99,7 @@ def access_withdraw_task(grant_id: int) -> bool:
 
 
 @job_task(
+    kind=JobKind.ACCESS_EXTEND,
     lease_seconds=600,
     max_attempts=20,  # the key backstop must follow the paid end; an operator sees a job that gives up
     acks_late=True,
@@ -137,7 +140,8 @@ def access_reminders_task() -> int:
     return sent
 
 
-@job_task(**PREFLIGHT_TASK_OPTIONS)  # the check stays open (the node out of any other check) until its outcome
+# The check stays open (the node out of any other check) until its outcome.
+@job_task(kind=JobKind.NODE_CHECK, **PREFLIGHT_TASK_OPTIONS)
 def node_check_task(check_id: int) -> bool | None:
     """One recheck or probe of a node (provisioning.node_checks); a finished one is left as it is."""
     try:

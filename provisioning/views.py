@@ -9,13 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from orders.models import Order, OrderStatus
 from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
 from provisioning.attention import KINDS, needs_attention
 from provisioning.models import Node, PreparationRun, RunStatus
 from provisioning.node_checks import RECHECKABLE, RecheckRefused, checks_latest, recheck_start
 from provisioning.prepare import PreparationError, preparation_start
-from shop.models import Order, OrderStatus
 
 OPERATOR = "provisioning.prepare_order"
 

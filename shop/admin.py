@@ -5,13 +5,15 @@ from django.contrib import admin, messages
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from config.admin_base import ReadOnlyInline, details_asked, reason_asked
-from config.email_address import EmailAddressInvalid, ascii_lower, email_match_key
+from core.admin_base import ReadOnlyInline, details_asked, reason_asked
+from core.email_address import EmailAddressInvalid, ascii_lower, email_match_key
+from core.input_errors import OrderInputError
+from core.transition_event import TransitionNotAllowed
+from orders.models import FIRST_PAYMENTS, Duration, Extension, LotSpec, Order, OrderEvent, Preparation, Reservation
+from orders.orders import order_hold_extend
 from payments.models import PaymentRequest
 from shop.cancellation import order_cancel_with_refunds
 from shop.forms import EmailAddressField
-from shop.models import FIRST_PAYMENTS, Duration, Extension, LotSpec, Order, OrderEvent, Preparation, Reservation
-from shop.orders import OrderInputError, TransitionNotAllowed, order_hold_extend
 from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
 
 
@@ -53,7 +55,7 @@ class PaymentRequestInline(admin.StackedInline):
     model = PaymentRequest
     can_delete = False
     show_change_link = True  # the payment's own page: credits, notices, events, review actions
-    fields = [
+    fields = (
         "extension",
         "asset",
         "chain_id",
@@ -69,7 +71,7 @@ class PaymentRequestInline(admin.StackedInline):
         "status",
         "received_base_units",
         "confirmations",
-    ]
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
@@ -167,7 +169,7 @@ class OrderAdmin(admin.ModelAdmin):
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[Order], search_term: str):  # noqa: ANN201
-        # Emails are matched on their key (config.email_address), never with the database's case-insensitive
+        # Emails are matched on their key (core.email_address), never with the database's case-insensitive
         # LIKE: UPPER() folds ı and ſ, and an export or an erasure must not pick up a look-alike's orders.
         results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
         term = search_term.strip()
@@ -206,7 +208,7 @@ class OrderAdmin(admin.ModelAdmin):
         answers, page = details_asked(
             self, request, queryset, title="Extend the hold", items=items, form_class=HoldExtendForm
         )
-        if page is not None:
+        if answers is None:
             return page  # a new end and a reason, both kept in the events
         for order in queryset:
             try:
@@ -244,7 +246,7 @@ class OrderAdmin(admin.ModelAdmin):
     def erase_personal_data(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse | None:
         items = [f"{order.reference}: {order.get_status_display()}, {order.email}" for order in queryset]
         reason, page = reason_asked(self, request, queryset, title="Erase personal data", items=items)
-        if page is not None:
+        if reason is None:
             return page  # an erasure needs a reason, kept in the order's events
         for order in queryset:
             try:

@@ -3,6 +3,7 @@ for the lot the shop sells."""
 
 from __future__ import annotations
 
+from orders.models import LotSpec
 from shop.advisor import (
     H200_MEMORY_GB,
     Advice,
@@ -17,7 +18,6 @@ from shop.advisor import (
     usable_gb,
 )
 from shop.advisor_text import advice_message, advice_notes, advice_title, formula_rows, usable_formula
-from shop.models import LotSpec
 
 
 def fit_advice(request: FitRequest, *, gpu_model: str, card_memory_gb: int, cards_per_lot: int) -> Advice:

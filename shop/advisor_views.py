@@ -19,7 +19,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api_errors import BAD_INPUT, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from core.api_errors import BAD_INPUT, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from orders.models import LotSpec
 from shop.advice import advice_for_current_lot
 from shop.advisor import (
     LIMITS,
@@ -34,7 +35,6 @@ from shop.advisor import (
     check_limit,
     parse_parameter_count,
 )
-from shop.models import LotSpec
 
 DEFAULTS = FitRequest(parameters=0)  # the defaults of every input but the size
 INTEGER_FIELDS = ("sequence_length", "micro_batch_size", "hidden_size", "layers")

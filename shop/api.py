@@ -15,14 +15,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
-from config.api_fields import EmailTextField, SlugTextField, TextField
-from config.conditional import etag_matches, not_modified, validator_set
-from config.page_cache import page_key
+from core.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from core.api_fields import EmailTextField, SlugTextField, TextField
+from core.conditional import etag_matches, not_modified, validator_set
+from core.input_errors import OrderInputError
+from core.page_cache import page_key
+from orders.models import HypothesisKind
+from orders.orders import order_for_token
+from orders.sshkeys import MAX_KEY_CHARS
 from payments.notices import payment_notice_submit
 from shop.catalog import catalog_current
 from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
-from shop.models import HypothesisKind
 from shop.order_input import (
     MAX_LOTS_PER_ORDER,
     OrderInputErrors,
@@ -36,9 +39,7 @@ from shop.order_input import (
 )
 from shop.order_version import OrderVersion, order_read, order_version_read
 from shop.order_view import extension_representation, order_representation
-from shop.orders import OrderInputError, order_for_token
 from shop.placement import order_create
-from shop.sshkeys import MAX_KEY_CHARS
 
 
 class CatalogOutput(serializers.Serializer):

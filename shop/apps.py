@@ -4,9 +4,12 @@ from django.apps import AppConfig
 
 
 class ShopConfig(AppConfig):
+    """The storefront: pages, API, forms and staff screens over the order domain (orders/)."""
+
     name = "shop"
+    label = "storefront"
     verbose_name = "Shop"
 
     def ready(self) -> None:
-        # the caches' signals; the shop's emails
-        from shop import capacity_shown, catalog, order_lookup, outbox  # noqa: F401
+        # the catalog's cache signals; "Find my order"'s
+        from shop import catalog, order_lookup  # noqa: F401

@@ -6,10 +6,10 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from orders.orders import order_cancel
+from orders.payment_outcome import order_outcome_locks
 from payments.models import PaymentRequest
 from payments.refunds import refunds_open_all
-from shop.orders import order_cancel
-from shop.payment_outcome import order_outcome_locks
 
 
 def order_cancel_with_refunds(*, order_id: int, actor: str, reason: str) -> list[str]:

@@ -5,7 +5,7 @@ scan's health row), yet every page and every order read them: they are kept in t
 CATALOG_CACHE_SECONDS (5 s), dropped at once when one of their rows is saved or deleted, or a network's health
 flips, in this process (in every process when CACHE_URL names a shared cache). The short lifetime is the
 backstop for what no signal reaches: another worker's locmem cache, a queryset update(), a rate growing old.
-The count of free lots shown with it is cached for a shorter time (shop/capacity_shown.py).
+The count of free lots shown with it is cached for a shorter time (orders/capacity_shown.py).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 
+from orders.capacity_shown import AVAILABLE_KEY, lots_available_shown
+from orders.models import Duration, LotSpec, Preparation
 from payments.models import Asset, Network, Rate
 from payments.networks import network_health_changed, networks_offered
-from shop.capacity_shown import AVAILABLE_KEY, lots_available_shown
-from shop.models import Duration, LotSpec, Preparation
 
 CATALOG_KEY = "shop:catalog:v1"
 # The rows the cached catalog is made of: saving or deleting one drops it.

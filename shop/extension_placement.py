@@ -12,18 +12,18 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from payments.checkout import payment_request_open, quote_prepare
-from payments.models import Asset
-from payments.quotes import QuoteError
-from shop.extensions import (
+from core.input_errors import OrderInputError
+from orders.extensions import (
     extension_awaiting_payment,
     extension_open,
     extension_refusal,
     extension_waiting_refusal,
 )
-from shop.models import Extension, Order, order_total_usd
+from orders.models import Extension, Order, order_total_usd
+from payments.checkout import payment_request_open, quote_prepare
+from payments.models import Asset
+from payments.quotes import QuoteError
 from shop.order_input import resolve_asset, resolve_duration
-from shop.orders import OrderInputError
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,11 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
-from config.email_address import EmailAddressInvalid, email_normalize
+from core.email_address import EmailAddressInvalid, email_normalize
+from core.input_errors import OrderInputError
+from orders.models import Duration, HypothesisKind, Preparation
+from orders.sshkeys import MAX_KEY_CHARS, looks_like_private_key
 from payments.models import Network
-from shop.models import Duration, HypothesisKind, Preparation
 from shop.order_input import (
     MAX_LOTS_PER_ORDER,
     check_lots,
@@ -17,8 +19,6 @@ from shop.order_input import (
     resolve_duration,
     resolve_preparation,
 )
-from shop.orders import OrderInputError
-from shop.sshkeys import MAX_KEY_CHARS, looks_like_private_key
 
 
 class InputCheckMixin:
@@ -32,7 +32,7 @@ class InputCheckMixin:
 
 
 class EmailAddressField(forms.EmailField):
-    """An address as config.email_address accepts it, cleaned to its normalised form (the one stored)."""
+    """An address as core.email_address accepts it, cleaned to its normalised form (the one stored)."""
 
     default_validators = []  # email_normalize runs Django's check itself, on the ASCII form
 

@@ -17,9 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api_errors import BAD_INPUT, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
-from config.api_fields import EmailTextField
-from config.ratelimit import count, email_key, exceeded, too_many
+from core.api_errors import BAD_INPUT, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from core.api_fields import EmailTextField
+from core.ratelimit import count, email_key, exceeded, too_many
 from shop.forms import OrderFindForm
 from shop.order_lookup import order_lookup_request
 

@@ -6,15 +6,15 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from config.email_address import EmailAddressInvalid, email_normalize
+from core.email_address import EmailAddressInvalid, email_normalize
+from core.input_errors import OrderInputError
+from orders.capacity_shown import lots_available_recount, lots_available_shown
+from orders.lot_messages import only_available_message
+from orders.models import Duration, HypothesisKind, Preparation
+from orders.sshkeys import SshKeyError, SshPublicKey, parse_ssh_public_key
 from payments.models import Asset, Network
-from shop.capacity_shown import lots_available_recount, lots_available_shown
 from shop.catalog import catalog_data
-from shop.lot_messages import only_available_message
-from shop.models import Duration, HypothesisKind, Preparation
-from shop.orders import OrderInputError
 from shop.placement import OrderRequest
-from shop.sshkeys import SshKeyError, SshPublicKey, parse_ssh_public_key
 
 MAX_LOTS_PER_ORDER = 64
 
@@ -86,7 +86,7 @@ def parse_key(text: str) -> SshPublicKey:
 
 
 def check_email(email: str) -> str:
-    """The address in the form it is stored and compared in (config.email_address), or its field's message."""
+    """The address in the form it is stored and compared in (core.email_address), or its field's message."""
     try:
         return email_normalize(email)
     except EmailAddressInvalid as exc:

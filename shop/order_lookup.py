@@ -1,11 +1,11 @@
 """Find my order: a customer who lost their links gives an email and gets one email listing that address's orders.
 
-The request always does the same thing, whatever the email: it stores one background job (shop.tasks) and
+The request always does the same thing, whatever the email: it stores one background job (shop/tasks.py) and
 answers the same way, so neither the answer nor its timing says whether the address ever ordered. The job
-looks the orders up and, when there are any, stores one email in the outbox (shop.outbox), sent to the address
+looks the orders up and, when there are any, stores one email in the outbox (orders.outbox), sent to the address
 the customer gave when ordering, in the language of their latest order.
 
-"The same address" is config.email_address's: the orders listed are those whose stored match key equals the
+"The same address" is core.email_address's: the orders listed are those whose stored match key equals the
 asked address's, and the email goes to the latest one's stored address, which therefore has that key too. Never
 the database's case-insensitive comparison: PostgreSQL's UPPER() folds `ı` to `I` and `ſ` to `S`.
 """
@@ -16,13 +16,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 
-from config.email_address import EmailAddressInvalid, email_match_key
-from config.jobs.outbox import job_enqueue
-from shop.models import Order, OutgoingEmail
-from shop.order_links import order_status_path
-from shop.outbox import email_context, email_enqueue
+from core.email_address import EmailAddressInvalid, email_match_key
+from core.jobs.kinds import JobKind
+from core.jobs.outbox import job_enqueue
+from orders.models import Order, OutgoingEmail
+from orders.order_links import order_status_path
+from orders.outbox import email_context, email_enqueue
 
-LOOKUP_TASK = "shop.tasks.order_lookup_task"
+LOOKUP_TASK = JobKind.ORDER_LOOKUP
 EMAIL_NAME = "order_lookup"
 
 

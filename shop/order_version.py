@@ -18,11 +18,11 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from config.prepared import CompiledRead, prepared_rows
+from core.prepared import CompiledRead, prepared_rows
+from orders.models import Extension, Order
+from orders.orders import order_token_opens
 from payments.models import Credit, Notice, PaymentRequest, Refund
 from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
-from shop.models import Extension, Order
-from shop.orders import order_token_opens
 
 # Bump when the representation changes shape, so that no browser keeps a body of the previous release.
 REPRESENTATION_REVISION = "1"

@@ -8,12 +8,12 @@ from django.db.models import Count
 from django.http import HttpRequest
 from eth_utils import to_checksum_address
 
+from orders.models import Extension, Order, OrderStatus
+from orders.order_links import order_status_path
 from payments.models import PaymentRequest, PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
 from payments.refunds import CHANGEABLE
-from shop.models import Extension, Order, OrderStatus
-from shop.order_links import order_status_path
 from shop.order_version import OrderVersion
 
 # While the payment can still move by itself, the order page refreshes itself.

@@ -11,8 +11,8 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
-from shop.models import Order, OrderStatus
-from shop.orders import order_note
+from orders.models import Order, OrderStatus
+from orders.orders import order_note
 
 # Access on a node uses the customer's SSH key and emails go to their address until the order is over.
 ERASABLE_STATUSES = (OrderStatus.EXPIRED, OrderStatus.CANCELLED, OrderStatus.ENDED)

@@ -14,17 +14,18 @@ from functools import partial
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.input_errors import OrderInputError
+from orders import capacity
+from orders.capacity_shown import lots_available_taken
+from orders.lot_messages import only_available_message, over_cap_message
+from orders.models import Duration, Order, Preparation, order_total_usd
+from orders.order_links import order_access_token
+from orders.orders import order_open, orders_expire_overdue_locked
+from orders.outbox import email_enqueue
 from payments.checkout import PreparedQuote, payment_deadline, payment_request_open, quote_prepare
 from payments.models import Asset
 from payments.quotes import QuoteError
-from shop import capacity
-from shop.capacity_shown import lots_available_taken
 from shop.catalog import catalog_data
-from shop.lot_messages import only_available_message, over_cap_message
-from shop.models import Duration, Order, Preparation, order_total_usd
-from shop.order_links import order_access_token
-from shop.orders import OrderInputError, order_open, orders_expire_overdue_locked
-from shop.outbox import email_enqueue
 
 log = logging.getLogger(__name__)
 

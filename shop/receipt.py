@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from orders.models import ExtensionStatus, Order, OrderStatus
 from payments.fields import format_units
 from payments.models import Credit, PaymentRequest, Refund
-from shop.models import ExtensionStatus, Order, OrderStatus
 
 S = OrderStatus
 # Statuses an order reaches only after its payment was settled (a reorg may have un-settled it since).

@@ -10,13 +10,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
-from config.api_fields import TextField
+from core.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from core.api_fields import TextField
+from core.input_errors import OrderInputError
+from orders.orders import order_for_token
 from payments.models import Refund
 from payments.refunds import refund_address_give
 from shop.api import RefundOutput
 from shop.order_view import refund_representation
-from shop.orders import OrderInputError, order_for_token
 
 
 class AddressInput(serializers.Serializer):

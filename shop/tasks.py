@@ -1,54 +1,13 @@
-"""Thin Celery tasks: take a primary key, re-read the row, call the service."""
+"""The storefront's Celery task: "Find my order"."""
 
 from __future__ import annotations
 
-import logging
-import smtplib
-
-from celery import shared_task
-
-from config.jobs.task import job_task
-from shop.extensions import extensions_expire_overdue
+from core.jobs.kinds import JobKind
+from core.jobs.task import job_task
 from shop.order_lookup import order_lookup_send
-from shop.orders import orders_expire_overdue
-from shop.outbox import CLAIM, email_send
-from shop.staff_notices import StaffWebhookFailed, staff_email_send, staff_webhook_send
-
-log = logging.getLogger(__name__)
 
 
-@job_task(
-    lease_seconds=int(CLAIM.total_seconds()),
-    acks_late=True,
-    autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError),
-    retry_backoff=True,
-    max_retries=8,
-)
-def email_send_task(email_id: int) -> bool:
-    return email_send(email_id=email_id)
-
-
-@job_task(
-    acks_late=True, autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError), retry_backoff=True,
-    max_retries=8,
-)
-def staff_email_task(subject: str, body: str, recipients: list[str]) -> int:
-    """A staff notification's email (shop/staff_notices.py)."""
-    return staff_email_send(subject=subject, body=body, recipients=recipients)
-
-
-@job_task(acks_late=True, autoretry_for=(StaffWebhookFailed,), retry_backoff=5, retry_backoff_max=300, max_retries=5)
-def staff_webhook_task(text: str) -> int:
-    """A staff notification's chat message; a failure is retried here, then by beat (the job outbox)."""
-    return staff_webhook_send(text=text)
-
-
-@job_task(acks_late=True)
+@job_task(kind=JobKind.ORDER_LOOKUP, acks_late=True)
 def order_lookup_task(email: str) -> bool:
     """The "Find my order" job: stores the email listing the address's orders, if it has any."""
     return order_lookup_send(email=email) is not None
-
-
-@shared_task(acks_late=True)
-def reservations_release_expired_task() -> int:
-    return orders_expire_overdue() + extensions_expire_overdue()  # extensions expire with their payment window

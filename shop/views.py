@@ -19,8 +19,13 @@ from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from config.conditional import etag_matches, not_modified, validator_set
-from config.page_cache import page_kept, page_key
+from core.conditional import etag_matches, not_modified, validator_set
+from core.input_errors import OrderInputError
+from core.page_cache import page_kept, page_key
+from orders.extensions import extension_refusal
+from orders.models import HypothesisKind, Order, OrderStatus, order_total_usd
+from orders.order_links import order_status_path
+from orders.orders import order_for_token
 from payments.models import Refund
 from payments.networks import finality_description
 from payments.notices import payment_notice_submit
@@ -28,14 +33,10 @@ from payments.refunds import refund_address_give
 from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import Catalog, catalog_current, catalog_data
 from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
-from shop.extensions import extension_refusal
 from shop.forms import ConfigureForm, ContactForm, ExtendForm, PaidForm, PaymentForm
-from shop.models import HypothesisKind, Order, OrderStatus, order_total_usd
 from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
-from shop.order_links import order_status_path
 from shop.order_version import OrderVersion, order_read, order_version_read
 from shop.order_view import order_representation
-from shop.orders import OrderInputError, order_for_token
 from shop.placement import order_create
 from shop.receipt import order_receipt, receipt_available
 
@@ -418,7 +419,7 @@ def refund_address(request: HttpRequest, reference: str, token: str, refund_id: 
 
 def order_receipt_page(request: HttpRequest, reference: str, token: str) -> HttpResponse:
     """The printable receipt, in the order's language. Before the order is paid, a page saying so: a 200, not
-    a 404, which the rate limit would count as a guessed token (config/ratelimit.py)."""
+    a 404, which the rate limit would count as a guessed token (core/ratelimit.py)."""
     order = _order_or_404(reference, token)
     status_path = order_status_path(order)
     with translation.override(order.language):

@@ -7,6 +7,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from tests.servers import Anvil, database_is_postgres, server_missing
+from tests.staff import add_staff
 
 
 @pytest.fixture(autouse=True)
@@ -21,13 +22,15 @@ def _empty_cache():
 
 @pytest.fixture(autouse=True)
 def _providers_limits_forgotten():
-    """What the RPC client learnt of a provider's limits (log ranges per network, batch sizes) is process-wide:
-    each test starts without it, whatever a test before it refused."""
+    """What the RPC client learnt of a provider's limits (log ranges, batch sizes, full blocks a request) is
+    process-wide: each test starts without it, whatever a test before it refused."""
     from payments.log_ranges import LOG_SPANS
+    from payments.native import FULL_BLOCKS_PER_REQUEST
     from payments.rpc import BATCH_SIZES
 
     LOG_SPANS.forget()
     BATCH_SIZES.forget()
+    FULL_BLOCKS_PER_REQUEST.forget()
 
 
 @pytest.fixture(scope="session")
@@ -48,6 +51,26 @@ def anvil():
 def require_postgres(db):
     if not database_is_postgres():
         server_missing("PostgreSQL (set DATABASE_URL=postgres://...)")
+
+
+@pytest.fixture
+def only_local_network(monkeypatch):
+    """No CHAIN_RPC_URLS_* from the shell leaks in: only `local` (which has a default URL) is configured."""
+    for name in list(os.environ):
+        if name.startswith("CHAIN_RPC_URLS_") and name != "CHAIN_RPC_URLS_LOCAL":
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def reviewer(db):
+    """A payment reviewer (tests/staff.py: its password is STAFF_PASSWORD)."""
+    return add_staff("rita", "reviewer")
+
+
+@pytest.fixture
+def operator(db):
+    """A node operator (tests/staff.py: its password is STAFF_PASSWORD)."""
+    return add_staff("olga", "operator")
 
 
 @pytest.fixture

@@ -227,7 +227,7 @@ def tasks_sent_to(queue: str) -> Iterator[None]:
 
     previous_eager, previous_routes = app.conf.task_always_eager, app.conf.task_routes
     app.conf.task_always_eager = False
-    app.conf.update(task_routes={"shop.tasks.*": {"queue": queue}, "payments.tasks.*": {"queue": queue}})
+    app.conf.update(task_routes={name: {"queue": queue} for name in ("shop.*", "orders.*", "payments.*")})
     try:
         yield
     finally:

@@ -49,7 +49,7 @@ WRITTEN_BY_SHADOW = (*USER_DATABASE, ".pwd.lock")
 # Inside the namespace the machine's /etc stays readable here, for the links of the sandbox's etc/.
 HOST_ETC = "/run/host-etc"
 LOGIN_RECORDS = ("/var/log/lastlog", "/var/log/faillog", "/var/log/wtmp", "/var/log/btmp")
-# The non-root operator login of the README's sudo rule, and where the namespace sees the installed tools.
+# The non-root operator login of the sudo rule in docs/production.md, and where the namespace sees the installed tools.
 OPERATOR_USER = "shop-ops"
 TOOLS = "/run/b200-tools"
 SCRATCH = "/run/scratch"
@@ -57,17 +57,26 @@ FAKE_CARD = "/run/fake-gpu/nvidia0"
 GPU_TOOLS = "/usr/local/sbin"
 FAKE_NVIDIA_SMI = f"""#!/bin/sh
 # FAKE nvidia-smi, written by tests/sshd.py: the real tool cannot run on this machine (no GPU). The processes
-# on the cards are those holding the fake card {FAKE_CARD} open.
+# on the cards are those holding the fake card {FAKE_CARD} open: this sandbox's card, by device and inode,
+# since another sandbox's (another pytest-xdist worker's) card has the same path in its own mount namespace.
 case "$*" in
   *--query-compute-apps=pid,used_memory*--format=csv,noheader*) ;;
   *) echo "fake nvidia-smi: no canned output for: $*" >&2; exit 99 ;;
 esac
+card=$(stat -c %d:%i {FAKE_CARD})
 for fd in /proc/[0-9]*/fd/*; do
   [ "$(readlink "$fd" 2>/dev/null)" = {FAKE_CARD} ] || continue
+  [ "$(stat -L -c %d:%i "$fd" 2>/dev/null)" = "$card" ] || continue
   pid=${{fd#/proc/}}
   echo "${{pid%%/*}}, 1024 MiB"
 done | sort -u
 """
+
+
+def uid_floor() -> int:
+    """Where this test process's sandboxed accounts start numbering: apart for each pytest-xdist worker."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return 20_000 + 2_000 * int(worker or 0)
 
 
 class SandboxSshd:
@@ -146,6 +155,18 @@ class SandboxSshd:
                 lines = [re.sub(r"^([^:]*):[^:]*:", r"\1:*:", line) for line in lines]
             (etc / name).write_text("".join(f"{line}\n" for line in lines))
             (etc / name).chmod(0o640 if name in ("shadow", "gshadow") else 0o644)
+        # Each pytest-xdist worker's tenants get uids of their own: the end of rental sweeps the machine's /tmp
+        # and processes by uid, which two sandboxes numbering accounts alike would share.
+        floor = uid_floor()
+        for name, line in (
+            ("passwd", f"uid-floor:x:{floor}:{floor}::/nonexistent:/usr/sbin/nologin"),
+            ("shadow", "uid-floor:*:19000:0:99999:7:::"),
+            ("group", f"uid-floor:x:{floor}:"),
+            ("gshadow", "uid-floor:*::"),
+        ):
+            if (etc / name).exists():
+                with open(etc / name, "a") as handle:
+                    handle.write(f"{line}\n")
         passwd = (etc / "passwd").read_text()
         if not re.search(r"^sshd:", passwd, re.MULTILINE):  # sshd's privilege separation user
             used = {int(line.split(":")[2]) for line in passwd.splitlines() if line.count(":") >= 6}

@@ -6,8 +6,8 @@ import datetime as dt
 
 from django.utils import timezone
 
-from config.jobs.models import Job
-from shop.models import Duration, Order, Preparation
+from core.jobs.models import Job
+from orders.models import Duration, Order, Preparation
 
 
 def order_stored(*, reference: str = "B2-TEST-0001", days: int = 7) -> Order:

@@ -38,7 +38,7 @@ CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 INSTALLED_APPS = [
     # First: with DEBUG off it refuses the development values before any other app starts (config/apps.py).
     "config.apps.ProjectConfig",
-    "config.jobs",
+    "core.jobs",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -48,7 +48,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
-    "shop",
+    "orders",  # the order domain (app label "shop": its tables keep their names)
+    "shop",  # the storefront
     "payments",
     "provisioning",
     "axes",
@@ -57,7 +58,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "config.metrics_http.RequestLatencyMiddleware",  # first: the latency it measures includes every other one
+    "core.metrics_http.RequestLatencyMiddleware",  # first: the latency it measures includes every other one
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -67,8 +68,8 @@ MIDDLEWARE = [
     "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "config.csp.ContentSecurityPolicyMiddleware",
-    "config.ratelimit.RateLimitMiddleware",
+    "core.csp.ContentSecurityPolicyMiddleware",
+    "core.ratelimit.RateLimitMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
@@ -85,7 +86,7 @@ AXES_HTTP_RESPONSE_CODE = 429
 AXES_RESET_ON_SUCCESS = True
 # The lockout is the site's translated 429 page, and the IP is read as the rate limits read it (trusted proxies).
 AXES_LOCKOUT_CALLABLE = "config.staff_login.lockout_response"
-AXES_CLIENT_IP_CALLABLE = "config.ratelimit.client_ip"
+AXES_CLIENT_IP_CALLABLE = "core.ratelimit.client_ip"
 
 # Security headers on every response, in development too, so that a page breaking them shows at once.
 # No `unsafe-inline` anywhere: scripts are files under static/js/ (no inline script, no `on*=`
@@ -116,7 +117,7 @@ TEMPLATES = [
         "APP_DIRS": True,
         "OPTIONS": {
             # `{% load js_text %}`: texts for the progressive-enhancement scripts (static/js/).
-            "libraries": {"js_text": "config.js_text"},
+            "libraries": {"js_text": "core.js_text"},
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.template.context_processors.i18n",
@@ -164,12 +165,12 @@ SESSION_ENGINE = "django.contrib.sessions.backends.db"
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 
-# Rate limits per client IP (config/ratelimit.py); the counters live in the default cache.
+# Rate limits per client IP (core/ratelimit.py); the counters live in the default cache.
 _CACHE_URL = env_str("CACHE_URL", "")
 CACHES = {
-    # Pages and rate limits keep working while this Redis is down (config/cache.py).
+    # Pages and rate limits keep working while this Redis is down (core/cache.py).
     "default": {
-        "BACKEND": "config.cache.ForgivingRedisCache",
+        "BACKEND": "core.cache.ForgivingRedisCache",
         "LOCATION": _CACHE_URL,
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
     }
@@ -260,17 +261,21 @@ METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 if METRICS_TOKEN and (len(METRICS_TOKEN) < 32 or not METRICS_TOKEN.isascii() or not METRICS_TOKEN.isalnum()):
     raise ImproperlyConfigured("METRICS_TOKEN must be at least 32 letters and digits: `openssl rand -hex 32`")
 # A chat channel's incoming webhook: every staff notification is also POSTed there as {"text": ...}
-# (shop/staff_notices.py). Its URL is its secret: never logged.
+# (orders/staff_notices.py). Its URL is its secret: never logged.
 STAFF_WEBHOOK_URL = env_str("STAFF_WEBHOOK_URL", "").strip()
 # A background job (an email, a payment check, a preparation run...) not run this long after its change
-# committed is sent again by beat: the broker was down, or the worker that took it died (config/jobs).
+# committed is sent again by beat: the broker was down, or the worker that took it died (core/jobs).
 JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)
 # How often beat probes the idle nodes (a day by default).
 NODE_PROBE_INTERVAL_SECONDS = env_int("NODE_PROBE_INTERVAL_SECONDS", 86400)
+# Beat's state (when each periodic task last ran) lives in a run folder, never in the working directory:
+# `celery ... beat` or `worker --beat` started in the checkout leaves nothing in it (.run/ is ignored).
+CELERY_BEAT_SCHEDULE_FILENAME = env_str("CELERY_BEAT_SCHEDULE_FILENAME", str(BASE_DIR / ".run" / "celerybeat-schedule"))
+CELERY_BEAT_SCHEDULER = "core.beat.RunFolderScheduler"
 CELERY_BEAT_SCHEDULE = {
-    "send-due-jobs": {"task": "config.jobs.tasks.jobs_send_due_task", "schedule": max(1.0, JOB_RESEND_AFTER_SECONDS)},
+    "send-due-jobs": {"task": "core.jobs.tasks.jobs_send_due_task", "schedule": max(1.0, JOB_RESEND_AFTER_SECONDS)},
     "release-expired-reservations": {
-        "task": "shop.tasks.reservations_release_expired_task",
+        "task": "orders.tasks.reservations_release_expired_task",
         "schedule": 60.0,
     },
     "scan-payments": {
@@ -280,7 +285,7 @@ CELERY_BEAT_SCHEDULE = {
     "revoke-ended-access": {"task": "provisioning.tasks.access_revoke_due_task", "schedule": 60.0},
     "resume-stuck-preparations": {"task": "provisioning.tasks.preparation_resume_stuck_task", "schedule": 60.0},
     "remind-before-the-end": {"task": "provisioning.tasks.access_reminders_task", "schedule": 600.0},
-    # Idle nodes between rentals: reachable with their pinned host key, nothing on their cards (README, Operating).
+    # Idle nodes between rentals: reachable with their pinned host key, nothing on their cards (docs/staff-guide.md).
     "probe-idle-nodes": {
         "task": "provisioning.tasks.node_probe_idle_task",
         "schedule": float(NODE_PROBE_INTERVAL_SECONDS),
@@ -295,9 +300,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    # DRF's parsers, but JSON nested too deeply is a 400 before it reaches the decoder (config/api_parsers.py).
+    # DRF's parsers, but JSON nested too deeply is a 400 before it reaches the decoder (core/api_parsers.py).
     "DEFAULT_PARSER_CLASSES": [
-        "config.api_parsers.JSONParser",
+        "core.api_parsers.JSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -318,7 +323,7 @@ if PAYMENTS_XPUB != DEV_PAYMENTS_XPUB:
     validate_account_xpub(PAYMENTS_XPUB)
 PAYMENT_WINDOW_MINUTES = env_int("PAYMENT_WINDOW_MINUTES", 30)
 # The most lots one order may hold before it is paid: a count, or a share of the sellable fleet (rounded up),
-# so that nobody can take every lot for a payment window without paying (shop.capacity.lots_cap).
+# so that nobody can take every lot for a payment window without paying (orders.capacity.lots_cap).
 MAX_LOTS_PER_UNPAID_ORDER = env_share("MAX_LOTS_PER_UNPAID_ORDER", "50%")
 # Deposit addresses stay watched this long after the window: late money reaches a reviewer.
 PAYMENT_WATCH_DAYS = env_int("PAYMENT_WATCH_DAYS", 7)
@@ -335,6 +340,14 @@ RPC_TIMEOUT_SECONDS = env_int("RPC_TIMEOUT_SECONDS", 5)
 # A provider that answers 429: its Retry-After is waited out up to this many seconds, this many times a request.
 RPC_RETRY_AFTER_MAX_SECONDS = env_int("RPC_RETRY_AFTER_MAX_SECONDS", 2)
 RPC_RATE_LIMIT_RETRIES = env_int("RPC_RATE_LIMIT_RETRIES", 3)
+# What one request for full blocks (native-coin detection) may bring back, about: fewer blocks a request on busy
+# chains. Providers refuse far larger answers (geth's default batch response cap is 25 MB).
+RPC_MAX_RESPONSE_BYTES = env_int("RPC_MAX_RESPONSE_BYTES", 2_000_000)
+# Blocks are not read in full to find native coin: every watched address's balance and nonce are checked this
+# often (a native-coin order's balance every pass), and blocks are read only where coin moved (payments.coin_watch).
+COIN_CHECK_SECONDS = env_int("COIN_CHECK_SECONDS", 600)
+# With no address watched and no money in flight, a network's pass reads only its head, this often at most.
+IDLE_PASS_SECONDS = env_int("IDLE_PASS_SECONDS", 60)
 # `CHAIN_RPC_URLS_<NETWORK>` are read per network by payments.networks; this is the local default.
 DEFAULT_LOCAL_RPC_URL = "http://127.0.0.1:8545"
 
@@ -348,18 +361,18 @@ NODE_CONNECT_TIMEOUT_SECONDS = env_int("NODE_CONNECT_TIMEOUT_SECONDS", 10)
 PREPARATION_STUCK_AFTER_SECONDS = env_int("PREPARATION_STUCK_AFTER_SECONDS", 120)
 REMINDER_HOURS = (72, 24, 1)
 
-DEFAULT_EXCEPTION_REPORTER_FILTER = "config.redaction.SecretsHidingExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "core.redaction.SecretsHidingExceptionReporterFilter"
 # `json`: one JSON object per line (time, level, logger, message, and order, network, node, task where known);
-# else text with the same fields (config/logs.py). Either way every line goes through config.redaction: order
+# else text with the same fields (core/logs.py). Either way every line goes through core.redaction: order
 # tokens, API tokens, private keys, mnemonics and URL passwords never reach a log.
 LOG_FORMAT = env_str("LOG_FORMAT", "text").strip().lower() or "text"
 if LOG_FORMAT not in {"json", "text"}:
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use json, or text (the default)")
-LOG_FORMATTER = "config.logs.RedactingJsonFormatter" if LOG_FORMAT == "json" else "config.logs.HumanFormatter"
+LOG_FORMATTER = "core.logs.RedactingJsonFormatter" if LOG_FORMAT == "json" else "core.logs.HumanFormatter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "config.log_context.ContextFilter"}},
+    "filters": {"context": {"()": "core.log_context.ContextFilter"}},
     "formatters": {"default": {"()": LOG_FORMATTER}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default", "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},

@@ -20,3 +20,9 @@ CELERY_TASK_EAGER_PROPAGATES = True
 RATELIMIT_ENABLE = False
 # client.login() has no request, which django-axes needs; tests/security/test_staff_login.py turns it on.
 AXES_ENABLED = False
+# Every pass checks the coin at watched addresses (payments.coin_watch), so that a test's next pass sees coin
+# sent to a token order's address; tests/payments/verification/test_coin_watch.py sets the production interval.
+COIN_CHECK_SECONDS = 0
+# Every pass reads the head even with nothing watched (tests look at the health a pass records);
+# tests/payments/verification/test_idle_pass.py sets the production interval.
+IDLE_PASS_SECONDS = 0

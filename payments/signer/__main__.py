@@ -21,7 +21,7 @@ from payments.signer.transfers import ItemRefused, Signer
 USAGE_ERROR, NOT_ALL_MINED = 2, 1
 
 
-def arguments(argv):
+def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m payments.signer",
         description="Pay a treasury plan's refunds, then sweep the rest to the treasury.",
@@ -54,13 +54,13 @@ def arguments(argv):
     return parser.parse_args(argv)  # a usage error exits with 2 (argparse)
 
 
-def journal_path(args) -> Path:
+def journal_path(args: argparse.Namespace) -> Path:
     """Next to --json when given, else next to the plan: the same command line finds it again on a rerun."""
-    base = args.json if args.json is not None else args.plan
+    base: Path = args.json if args.json is not None else args.plan
     return base.with_name(base.name + ".journal")
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     try:
         pins = pins_from(args)

@@ -6,6 +6,7 @@ from eth_abi import decode, encode
 from hexbytes import HexBytes
 from web3 import HTTPProvider, Web3
 from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
+from web3.types import TxReceipt
 
 BALANCE_OF = bytes.fromhex("70a08231")  # balanceOf(address)
 TRANSFER = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
@@ -101,7 +102,7 @@ class Chain:
     def nonce(self, address: str, block: str = "pending") -> int:
         return self.w3.eth.get_transaction_count(address, block)
 
-    def receipt(self, tx_hash: str):
+    def receipt(self, tx_hash: str) -> TxReceipt | None:
         try:
             return self.w3.eth.get_transaction_receipt(tx_hash)
         except TransactionNotFound:
@@ -122,5 +123,5 @@ class Chain:
             if self.receipt(tx_hash) is None and not self.known(tx_hash):
                 raise
 
-    def wait(self, tx_hash: str):
+    def wait(self, tx_hash: str) -> TxReceipt:
         return self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout, poll_latency=0.1)

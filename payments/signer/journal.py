@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from payments.signer.plan import PlanError
 
@@ -18,7 +19,7 @@ class Journal:
 
     def __init__(self, path: Path, plan_digest: str, *, lock: bool = True) -> None:
         self.path, self.plan_digest = path, plan_digest
-        self.entries: dict[str, dict] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
         if lock:
             self._lock()
         if path.exists():
@@ -42,7 +43,7 @@ class Journal:
         except BlockingIOError as error:
             raise PlanError(f"another signer is running with the journal {self.path}") from error
 
-    def get(self, name: str) -> dict | None:
+    def get(self, name: str) -> dict[str, Any] | None:
         return self.entries.get(name)
 
     def forget(self, name: str) -> None:
@@ -50,7 +51,7 @@ class Journal:
         self.entries.pop(name, None)
         self._write()
 
-    def record(self, name: str, entry: dict) -> None:
+    def record(self, name: str, entry: dict[str, Any]) -> None:
         self.entries[name] = entry
         self._write()
 
@@ -68,7 +69,7 @@ class RefundRegister:
 
     def __init__(self, path: Path, *, lock: bool = True) -> None:
         self.path = path
-        self.entries: dict[str, dict] = {}
+        self.entries: dict[str, dict[str, Any]] = {}
         if lock:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._lock_file = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - held open
@@ -85,10 +86,10 @@ class RefundRegister:
                 raise PlanError(f"the refund register {path} is not one: move it away only if you know why")
             self.entries = stored["refunds"]
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
 
-    def record(self, key: str, entry: dict) -> None:
+    def record(self, key: str, entry: dict[str, Any]) -> None:
         self.entries[key] = entry
         _write_json(self.path, {"refunds": self.entries})
 
@@ -110,7 +111,7 @@ def default_register_path(gas_account: str) -> Path:
     return Path(base) / "payments-signer" / f"refunds-{gas_account}.json"
 
 
-def _write_json(path: Path, content: dict) -> None:
+def _write_json(path: Path, content: dict[str, Any]) -> None:
     temporary = path.with_name(path.name + ".tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:

@@ -29,7 +29,8 @@ def read_mnemonic(path: Path) -> str:
 
 def derive(mnemonic: str, path: str) -> LocalAccount:
     try:
-        return Account.from_mnemonic(mnemonic, account_path=path)
+        account: LocalAccount = Account.from_mnemonic(mnemonic, account_path=path)
+        return account
     except (ValueError, TypeError) as error:
         raise PlanError(f"cannot derive {path} from the mnemonic: {error}") from error
 

@@ -4,10 +4,12 @@ the chain, and the caps on what one run may refund. A plan that disagrees with a
 
 from __future__ import annotations
 
+import argparse
 import tomllib
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import Any
 
 from payments.signer.files import read_guarded
 from payments.signer.plan import Plan, PlanError
@@ -35,7 +37,7 @@ class Pins:
     max_refunds_token: dict[str, Decimal] = field(default_factory=dict)
 
 
-def amount(value, where: str) -> Decimal:
+def amount(value: object, where: str) -> Decimal:
     """A cap: a non-negative decimal, from a flag's string or the config's string, integer or float."""
     try:
         number = Decimal(str(value)) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
@@ -46,7 +48,7 @@ def amount(value, where: str) -> Decimal:
     return number
 
 
-def token_caps(values, where: str) -> dict[str, Decimal]:
+def token_caps(values: object, where: str) -> dict[str, Decimal]:
     """`CONTRACT=AMOUNT` flags, or the config's table of them."""
     if isinstance(values, list):
         pairs = []
@@ -62,7 +64,7 @@ def token_caps(values, where: str) -> dict[str, Decimal]:
     return {address(contract, where): amount(cap, f"{where} {contract}") for contract, cap in pairs}
 
 
-def read_config(path: Path) -> dict:
+def read_config(path: Path) -> dict[str, Any]:
     """The TOML file's pins. Refused when it is a link, not a regular file, or writable by group or others: whoever
     can write it chooses where the sweeps go."""
     text = read_guarded(path, what="config file", forbidden=0o022, too_open="writable by group or others (mode {mode})")
@@ -76,11 +78,11 @@ def read_config(path: Path) -> dict:
     return config
 
 
-def pins_from(args) -> Pins:
+def pins_from(args: argparse.Namespace) -> Pins:
     """The config file's pins (`--config`), each overridden by its flag; `treasury` is required."""
     config = read_config(args.config) if args.config is not None else {}
 
-    def given(name: str):
+    def given(name: str) -> Any:
         flag = getattr(args, name)
         return flag if flag not in (None, []) else config.get(name)
 

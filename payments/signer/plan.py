@@ -52,20 +52,20 @@ class Plan:
     digest: str  # SHA-256 of the plan's canonical JSON: which plan a journal belongs to
 
 
-def _address(value, where: str) -> str:
+def _address(value: object, where: str) -> str:
     if not isinstance(value, str) or not is_address(value) or int(value, 16) == 0:
         raise PlanError(f"{where}: {value!r} is not an address")
     return to_checksum_address(value)
 
 
-def _units(value, where: str) -> int:
+def _units(value: object, where: str) -> int:
     # bool is an int in Python: refuse it, and refuse strings and floats that would round.
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise PlanError(f"{where}: {value!r} is not a whole number of base units")
     return value
 
 
-def _item(raw, index: int) -> Item:
+def _item(raw: object, index: int) -> Item:
     where = f"items[{index}]"
     if not isinstance(raw, dict):
         raise PlanError(f"{where} is not an object")
@@ -104,7 +104,7 @@ def _item(raw, index: int) -> Item:
     )
 
 
-def parse_plan(raw) -> Plan:
+def parse_plan(raw: object) -> Plan:
     if not isinstance(raw, dict):
         raise PlanError("the plan is not a JSON object")
     chain_id = raw.get("chain_id")
@@ -135,7 +135,7 @@ def in_sending_order(items: tuple[Item, ...]) -> list[Item]:
     """The plan's order, except that an address's coin item goes before its token items: the coin is swept to 0
     first, then the token transfers get exactly their gas from the gas account (the other way round, their gas
     would come out of the coin the plan sweeps, and the coin item would no longer add up)."""
-    first_seen = {}
+    first_seen: dict[str, int] = {}  # address -> index of its first item
     for index, item in enumerate(items):
         first_seen.setdefault(item.address, index)
     return sorted(items, key=lambda item: (first_seen[item.address], not item.is_native))

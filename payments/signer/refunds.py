@@ -13,6 +13,7 @@ What the caps count (each set on the treasurer's side, 0 = no refund of that kin
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -107,7 +108,7 @@ def check_caps(shown: list[Shown], pins: Pins) -> None:
             )
 
 
-def confirmed(shown: list[Shown], ask=input) -> bool:
+def confirmed(shown: list[Shown], ask: Callable[[str], str] = input) -> bool:
     """The treasurer's yes to the refunds just listed; no answer (end of input, no terminal) is a no."""
     try:
         answer = ask(f"Send these {len(shown)} refunds? [y/N] ")

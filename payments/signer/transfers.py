@@ -3,17 +3,22 @@ broadcast (see the package docstring for the rerun rule)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3.exceptions import Web3RPCError
+from web3.types import TxReceipt
 
 from payments.signer.chain import Chain, WouldRevert, transfer_data
 from payments.signer.journal import Journal, RefundRegister, refund_key, transfer_name
 from payments.signer.plan import Item, Plan
 
 NATIVE_TRANSFER_GAS = 21_000
+# A transfer still to check and send: (its name in the journal, its kind, to, amount).
+Pending = tuple[str, str, str, int]
 
 
 @dataclass
@@ -48,7 +53,7 @@ class Sent:
             return " (sent by an earlier plan: not sent again)"
         return " (journal)" if self.resumed else ""
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -58,7 +63,14 @@ class ItemRefused(Exception):
 
 class Signer:
     def __init__(
-        self, chain: Chain, plan: Plan, journal: Journal, *, dry_run: bool, echo, register: RefundRegister | None = None
+        self,
+        chain: Chain,
+        plan: Plan,
+        journal: Journal,
+        *,
+        dry_run: bool,
+        echo: Callable[[str], object],
+        register: RefundRegister | None = None,
     ) -> None:
         self.chain, self.plan, self.journal, self.dry_run, self.echo = chain, plan, journal, dry_run, echo
         self.register = register
@@ -82,13 +94,13 @@ class Signer:
             raise ItemRefused(f"{sent.sender}: {sent.kind} {sent.tx_hash} {sent.status}")
         return sent
 
-    def _finish(self, sent: Sent, receipt) -> Sent:
+    def _finish(self, sent: Sent, receipt: TxReceipt) -> Sent:
         sent.gas_used = int(receipt["gasUsed"])
         sent.fee_paid = sent.gas_used * int(receipt["effectiveGasPrice"])
         sent.status = "mined" if int(receipt["status"]) == 1 else "reverted"
         return self._record(sent)
 
-    def resume(self, sent: Sent, entry: dict) -> Sent:
+    def resume(self, sent: Sent, entry: dict[str, Any]) -> Sent:
         """A journaled transfer: its receipt if mined; else the same bytes again, unless its nonce is taken."""
         sent.tx_hash, sent.gas_limit, sent.max_fee_per_gas = entry["hash"], entry["gas"], entry["max_fee_per_gas"]
         sent.amount, sent.resumed = entry["amount"], True
@@ -105,12 +117,12 @@ class Signer:
             receipt = self.chain.wait(sent.tx_hash)
         return self._finish(sent, receipt)
 
-    def send(self, sent: Sent, account: LocalAccount, *, contract: str | None, gas: int, fee: tuple[int, int]):
+    def send(self, sent: Sent, account: LocalAccount, *, contract: str | None, gas: int, fee: tuple[int, int]) -> Sent:
         if sent.to not in (self.deposits if sent.kind == "gas" else self.payees):
             raise AssertionError(f"{sent.to} is not a destination of the plan")  # a bug here, never sent
         max_fee, tip = fee
         sent.gas_limit, sent.max_fee_per_gas = gas, max_fee
-        tx = {
+        tx: dict[str, Any] = {
             "type": 2,
             "chainId": self.chain_id,
             "nonce": self.chain.nonce(account.address),
@@ -142,10 +154,10 @@ class Signer:
             return self._record(sent)
         return self._finish(sent, self.chain.wait(sent.tx_hash))
 
-    def journaled(self, name: str) -> dict | None:
+    def journaled(self, name: str) -> dict[str, Any] | None:
         return self.journal.get(name)
 
-    def _register(self, name: str, sender: str, entry: dict) -> None:
+    def _register(self, name: str, sender: str, entry: dict[str, Any]) -> None:
         """A refund's signed transfer, in the register too (written before its broadcast, as in the journal)."""
         if self.register is None or self.dry_run or name not in self.refund_keys:
             return
@@ -153,7 +165,7 @@ class Signer:
         if self.register.get(key) is None:
             self.register.record(key, {**entry, "plan": self.plan.digest, "sender": sender})
 
-    def _registered(self, name: str, sender: str) -> dict | None:
+    def _registered(self, name: str, sender: str) -> dict[str, Any] | None:
         """The transfer an earlier plan signed for this refund, if any: resumed, never signed again."""
         entry = self.register.get(self.refund_keys[name]) if self.register is not None else None
         if entry is not None and entry.get("sender") != sender:
@@ -198,7 +210,7 @@ class Signer:
         else:
             self._token(item, account, gas_account, pending, len(gas_names))
 
-    def _sent(self, kind, item, sender, to, amount, name) -> Sent:
+    def _sent(self, kind: str, item: Item, sender: str, to: str, amount: int, name: str) -> Sent:
         # A gas top-up moves the chain's coin whatever the item's asset: its amount is in wei.
         return Sent(
             kind=kind, name=name, sender=sender, to=to, amount=amount, asset="wei" if kind == "gas" else item.asset
@@ -211,7 +223,7 @@ class Signer:
             number += 1
         return names
 
-    def _check_balance(self, item: Item, pending: list, fresh: bool) -> None:
+    def _check_balance(self, item: Item, pending: list[Pending], fresh: bool) -> None:
         """refunds + sweep <= the balance now (a first run); after a partial run, what is left to refund <= it.
         A refund or sweep already paid leaves less than the plan's sum, so a lost journal cannot pay twice."""
         balance = self.chain.balance(item.contract, item.address)
@@ -224,7 +236,7 @@ class Signer:
                 f"{item.address}: the plan moves {needed} {item.asset} base units, the address holds {balance} now"
             )
 
-    def _native(self, item: Item, account: LocalAccount, pending: list) -> None:
+    def _native(self, item: Item, account: LocalAccount, pending: list[Pending]) -> None:
         for name, kind, to, amount in pending:
             gas = self.chain.estimate(account.address, to, value=1)
             if kind == "refund":
@@ -250,7 +262,9 @@ class Signer:
                 self._sent(kind, item, account.address, to, value, name), account, contract=None, gas=gas, fee=fee
             )
 
-    def _token(self, item: Item, account, gas_account, pending: list, gas_top_ups: int) -> None:
+    def _token(
+        self, item: Item, account: LocalAccount, gas_account: LocalAccount, pending: list[Pending], gas_top_ups: int
+    ) -> None:
         fee = self.chain.fee()
         gases = [
             self.chain.estimate(account.address, item.contract, data=transfer_data(to, amount))

@@ -16,10 +16,11 @@ from payments.signer.plan import PlanError
 
 def account_xpub(mnemonic: str) -> str:
     seed = Bip39SeedGenerator(mnemonic).Generate()
-    return Bip44.FromSeed(seed, Bip44Coins.ETHEREUM).Purpose().Coin().Account(0).PublicKey().ToExtended()
+    xpub: str = Bip44.FromSeed(seed, Bip44Coins.ETHEREUM).Purpose().Coin().Account(0).PublicKey().ToExtended()
+    return xpub
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m payments.signer.xpub", description=__doc__.split("\n")[0])
     parser.add_argument("--mnemonic-file", required=True, type=Path, help="the mnemonic, in a file of mode 600")
     args = parser.parse_args(argv)

@@ -19,11 +19,11 @@ pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 def active_order(shop, order_payload) -> dict:
     """A USDC order placed through the API, paid on the local chain, and handed over (its rental running)."""
+    from orders.models import Order
+    from orders.orders import order_transition
     from payments.devnet import devnet_pay
     from payments.models import PaymentRequest
     from payments.networks import rpc_client
-    from shop.models import Order
-    from shop.orders import order_transition
 
     answer = Client().post(
         "/api/v1/orders/",
@@ -50,9 +50,9 @@ def active_order(shop, order_payload) -> dict:
 def test_a_customer_extends_an_active_rental_from_the_order_page_and_pays_it(
     open_context, page_checks, shop, order_payload, language
 ):
+    from orders.models import Extension, Order
     from payments.devnet import devnet_pay
     from payments.networks import rpc_client
-    from shop.models import Extension, Order
 
     placed = active_order(shop, order_payload)
     ends_before = Order.objects.get(reference=placed["reference"]).ends_at

@@ -1,8 +1,8 @@
 """The whole customer journey in a real browser (Chromium), once per language: the home page, the fit advisor,
 the four-step order wizard, a USDC payment on the local anvil chain, the operator's preparation with the
-`local` driver, and the access details on the customer's page. Each page is screenshotted into
-docs/screenshots/ and checked by axe-core as it is shown; the module's last two tests report axe-core's and the
-Nu HTML checker's findings over every page."""
+`local` driver, and the access details on the customer's page. Each page is screenshotted (into
+docs/screenshots/ with `make screenshots`) and checked by axe-core as it is shown; the module's last two tests
+report axe-core's and the Nu HTML checker's findings over every page."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def advisor(page, check, language: str) -> int:
 
 def configure(page, check, language: str, lots: int) -> None:
     """The lots come prefilled; a longer duration changes the total (by itself with JavaScript)."""
-    from shop.models import Duration
+    from orders.models import Duration
 
     assert page.locator("#id_lots").input_value() == str(lots), "the advisor's lots are not prefilled"
     live = enhanced(page, "[data-summary]")
@@ -228,7 +228,7 @@ def customer_sees_access(page, check, language: str, shop, reference: str, live:
 def test_a_customer_goes_from_the_home_page_through_the_advisor_to_ssh_access(
     open_context, page_checks, shop, language
 ):
-    from shop.models import Order, OrderStatus
+    from orders.models import Order, OrderStatus
 
     page = open_context(language).new_page()
     ops = open_context().new_page()  # the operator's own browser

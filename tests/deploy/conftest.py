@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
-
-@pytest.fixture
-def only_local_network(monkeypatch):
-    """No CHAIN_RPC_URLS_* from the shell leaks in: only `local` (which has a default URL) is configured."""
-    for name in list(os.environ):
-        if name.startswith("CHAIN_RPC_URLS_") and name != "CHAIN_RPC_URLS_LOCAL":
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture

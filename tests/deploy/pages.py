@@ -82,8 +82,8 @@ def customer_pages(client: Client, *, ssh_public_key: str) -> list[Page]:
 
 def order_pages(client: Client, *, status_url: str, reference: str) -> list[Page]:
     """The order's page while it awaits payment, and once it is paid; its receipt before and after."""
-    from shop.models import Order
-    from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
+    from orders.models import Order
+    from orders.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 
     path = "/" + status_url.split("://", 1)[-1].split("/", 1)[1]
     pages = [get(client, "order awaiting payment", path), get(client, "no receipt yet", path + "receipt/")]
@@ -99,7 +99,7 @@ def staff_pages(client: Client, *, reference: str) -> list[Page]:
     """The operator console and Django's admin: login, index, a list and a change form."""
     from django.contrib.auth import get_user_model
 
-    from shop.models import Order
+    from orders.models import Order
 
     anonymous = Client()
     pages = [get(anonymous, "admin login", "/admin/login/")]

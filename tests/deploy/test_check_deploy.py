@@ -47,7 +47,7 @@ def test_production_serves_the_csp_and_the_static_files_itself():
     assert shown.returncode == 0, shown.stderr
     settings = json.loads(shown.stdout.strip().splitlines()[-1])
     assert settings["debug"] is False
-    assert "config.csp.ContentSecurityPolicyMiddleware" in settings["middleware"]
+    assert "core.csp.ContentSecurityPolicyMiddleware" in settings["middleware"]
     assert "whitenoise.middleware.WhiteNoiseMiddleware" in settings["middleware"]
     assert settings["staticfiles"] == "whitenoise.storage.CompressedManifestStaticFilesStorage"
     assert settings["csp"]["script-src"] == ["'self'"]

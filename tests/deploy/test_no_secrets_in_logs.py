@@ -15,7 +15,7 @@ import pytest
 from django.test import RequestFactory
 from django.views.debug import technical_500_response
 
-from config.redaction import redact
+from core.redaction import redact
 from tests.project.conftest import clean_environment, database_url_for_tests
 from tests.servers import ROOT, free_port
 
@@ -74,7 +74,7 @@ def test_gunicorns_access_log_shows_the_order_path_without_its_token(require_pos
         DJANGO_SETTINGS_MODULE="config.settings.base", DATABASE_URL=database_url_for_tests(), LOG_FORMAT=log_format
     )
     command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
-    command += ["--access-logfile", str(access_log), "--logger-class", "config.logs.GunicornLogger"]
+    command += ["--access-logfile", str(access_log), "--logger-class", "core.logs.GunicornLogger"]
     server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/o/B2-AAAA-BBBB/{FAKE_TOKEN}/"

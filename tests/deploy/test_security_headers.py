@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.csp import HEADER
+from core.csp import HEADER
 
 EXPECTED = {
     "default-src": ["'self'"],

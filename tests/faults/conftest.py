@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.servers import PrivatePostgres, PrivateRedis
-from tests.verification.conftest import bare_chain, chain, customer, no_other_networks  # noqa: F401 (fixtures)
+from tests.payments.verification.conftest import bare_chain, chain, customer, no_other_networks  # noqa: F401 (fixtures)
 
 
 @pytest.fixture

@@ -17,11 +17,11 @@ import pytest
 import redis
 import requests
 
+from orders.models import Order, OutgoingEmail
 from payments.models import Credit, Notice
-from shop.models import Order, OutgoingEmail
 from tests.faults.servers import CeleryBeat, Gunicorn
+from tests.payments.verification.helpers import ORDERS_URL, units
 from tests.servers import ROOT, CeleryWorker, clean_environment, database_url_for_tests, deployed_secrets
-from tests.verification.helpers import ORDERS_URL, units
 
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 # The periodic scan every second, and a job (a notice's check, an email) re-sent as soon as it is found not run.
@@ -220,7 +220,7 @@ def test_the_scan_payments_command_pays_an_order_reported_while_the_broker_was_d
     confirmed = OutgoingEmail.objects.get(order__reference=placed["reference"], name="payment_confirmed")
     queued = redis.Redis.from_url(private_redis.url).lrange("celery", 0, -1)
     assert confirmed.sent_at is None
-    assert any(b"email_send_task" in message for message in queued), queued
+    assert any(b"orders.email_send" in message for message in queued), queued
     assert OutgoingEmail.objects.filter(order__reference=another.json()["reference"], sent_at=None).count() == 1
     print(
         f"\nwith the broker down: 'I have paid' answered in {seconds:.3f} s, an order placed in {order_seconds:.3f} s"

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 def cache_on_private_redis(settings, private_redis):
     settings.CACHES = {
         "default": {
-            "BACKEND": "config.cache.ForgivingRedisCache",
+            "BACKEND": "core.cache.ForgivingRedisCache",
             "LOCATION": private_redis.url,
             "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
         }

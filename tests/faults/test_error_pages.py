@@ -8,7 +8,7 @@ from django.db import OperationalError
 from django.test import RequestFactory
 from django.utils import translation
 
-from config.errors import server_error
+from core.errors import server_error
 
 
 def handled(path: str, error: Exception):

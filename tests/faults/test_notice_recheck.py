@@ -8,15 +8,16 @@ import datetime as dt
 from django.core import mail
 from django.utils import timezone
 
-from config.jobs.models import Job
-from config.jobs.outbox import jobs_due
-from config.jobs.tasks import jobs_send_due_task
+from core.jobs.kinds import JobKind
+from core.jobs.models import Job
+from core.jobs.outbox import jobs_due
+from core.jobs.tasks import jobs_send_due_task
 from payments.models import Credit, Notice
 from payments.tasks import scan_all_networks_task
+from tests.payments.verification.helpers import ORDERS_URL, order_of, payment_of, units
 from tests.stored_rows import jobs_lost
-from tests.verification.helpers import ORDERS_URL, order_of, payment_of, units
 
-VERIFY = "payments.tasks.notice_verify_task"
+VERIFY = JobKind.NOTICE_VERIFY
 
 
 def press_paid_with_the_broker_down(client, capture, placed: dict, tx_hash: str = "") -> Notice:

@@ -9,11 +9,12 @@ import uuid
 
 import pytest
 
+from core.jobs.kinds import JobKind
 from payments.models import Credit
 from tests.faults.servers import wait_until
+from tests.payments.verification.helpers import ORDERS_URL, order_of, payment_of, units
+from tests.payments.verification.rpc_proxy import RpcProxy
 from tests.servers import CeleryWorker, queue_delete, redis_answering, tasks_sent_to
-from tests.verification.helpers import ORDERS_URL, order_of, payment_of, units
-from tests.verification.rpc_proxy import RpcProxy
 
 VISIBILITY_SECONDS = 2
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -81,7 +82,7 @@ def test_a_worker_killed_while_it_verifies_a_payment_is_replaced_and_the_transfe
     first.process.wait(timeout=10)
     slow_rpc.hold.clear()
     slow_rpc.release.set()
-    (task_id,) = set(re.findall(r"notice_verify_task\[([0-9a-f-]+)\] received", first.output()))
+    (task_id,) = set(re.findall(r"payments\.notice_verify\[([0-9a-f-]+)\] received", first.output()))
     assert f"{task_id}] succeeded" not in first.output()
     assert not Credit.objects.filter(tx_hash=sent.tx_hash.lower()).exists()
     assert order_of(placed).status == "payment_reported"
@@ -89,7 +90,7 @@ def test_a_worker_killed_while_it_verifies_a_payment_is_replaced_and_the_transfe
     # Then, once the visibility timeout has passed since the delivery, a new worker gets the same task back
     wait_until(lambda: time.monotonic() > asked_at + VISIBILITY_SECONDS + 0.2, "the visibility timeout", 10)
     second = workers("second-worker", **env)
-    second.wait_for(lambda: f"notice_verify_task[{task_id}] succeeded" in second.output(), "no redelivery")
+    second.wait_for(lambda: f"{JobKind.NOTICE_VERIFY}[{task_id}] succeeded" in second.output(), "no redelivery")
     # And it credits the transfer once, moves the order to paid once and sends one "payment confirmed" email
     second.wait_for(lambda: order_of(placed).status == "paid", "the order was not paid")
     second.wait_for(lambda: confirmed_emails(second), "no 'payment confirmed' email")

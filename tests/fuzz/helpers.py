@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 # How many cases each fuzz test sent, by operation or form, and the status codes they got;
-# printed at the end of the run (conftest.py) for the README's figures.
+# printed at the end of the run (conftest.py) for the figures of docs/reliability-and-security.md.
 CASES_TRIED: Counter[str] = Counter()
 STATUSES: dict[str, Counter[int]] = defaultdict(Counter)
 

@@ -47,7 +47,7 @@ CONFIG = schemathesis.Config.from_dict(
             },
             {
                 # Generated credentials are never a payment reviewer's or a treasurer's (tested with real ones in
-                # tests/verification/test_refunds.py and test_treasury.py).
+                # tests/payments/verification/test_refunds.py and test_treasury.py).
                 "include-path-regex": "^/api/v1/(refunds|treasury)/",
                 "checks": {"positive_data_acceptance": {"expected-statuses": ["2xx", "401", "403", "404"]}},
             },

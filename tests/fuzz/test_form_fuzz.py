@@ -13,11 +13,11 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from orders.models import Preparation
+from orders.sshkeys import parse_ssh_public_key
 from payments.models import Notice
 from payments.notices import TX_HASH
-from shop.models import Preparation
 from shop.order_input import MAX_LOTS_PER_ORDER
-from shop.sshkeys import parse_ssh_public_key
 from tests.fuzz.conftest import FREE_LOTS
 from tests.fuzz.forms import as_received, field_errors, post_form, raw
 from tests.fuzz.helpers import stored_state, tally

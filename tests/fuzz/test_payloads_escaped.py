@@ -12,8 +12,8 @@ from django.db import transaction
 from django.test import Client
 from django.utils.html import escape
 
-from shop.models import Order
-from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
+from orders.models import Order
+from orders.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 from tests.fuzz.strategies import PUBLIC_KEY
 from tests.shop.helpers import ORDERS_URL
 

@@ -10,9 +10,9 @@ from django.db import IntegrityError, connection, transaction
 from django.test import Client
 from django.utils import timezone
 
+from orders.models import Order, Reservation
+from orders.orders import OrderInputError
 from payments.models import AddressCursor, PaymentRequest
-from shop.models import Order, Reservation
-from shop.orders import OrderInputError
 from shop.placement import order_create
 
 CONTENDERS = 8

@@ -8,11 +8,11 @@ from decimal import Decimal
 import pytest
 from django.core.cache import cache
 
+from orders.models import Order, Reservation
+from orders.orders import OrderInputError
 from payments.addresses import derive_address, key_fingerprint
 from payments.checkout import quote_prepare
 from payments.models import AddressCursor, PaymentRequest
-from shop.models import Order, Reservation
-from shop.orders import OrderInputError
 from shop.placement import order_create
 
 ORDERS_URL = "/api/v1/orders/"

@@ -7,10 +7,10 @@ from collections import Counter
 import pytest
 from django.test import Client
 
+from orders.models import Order, Reservation
 from payments.models import PaymentRequest
-from shop.models import Order, Reservation
 from tests.payments.test_capacity_race import assert_no_node_is_held_twice, run_together
-from tests.verification.helpers import ORDERS_URL
+from tests.payments.verification.helpers import ORDERS_URL
 
 race = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 CUSTOMERS = 50

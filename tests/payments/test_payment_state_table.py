@@ -10,19 +10,14 @@ import itertools
 import pytest
 from django.utils import timezone
 
-from payments.lifecycle import (
-    PAYMENT_TRANSITIONS,
-    REVIEWER_TRANSITIONS,
-    PaymentTransitionNotAllowed,
-    payment_note,
-    payment_transition,
-)
+from core.transition_event import TransitionNotAllowed
+from orders.models import OrderStatus
+from orders.orders import ORDER_TRANSITIONS
+from orders.payment_outcome import ORDER_PAYMENT_OUTCOMES, OrderPaymentOutcome
+from payments.lifecycle import PAYMENT_TRANSITIONS, REVIEWER_TRANSITIONS, payment_note, payment_transition
 from payments.models import Asset, Credit, CreditKind, PaymentEvent, PaymentRequest, PaymentStatus
 from payments.review import Decision, ReviewError, payment_review_decide
 from payments.settle import OUTCOME
-from shop.models import OrderStatus
-from shop.orders import ORDER_TRANSITIONS
-from shop.payment_outcome import ORDER_PAYMENT_OUTCOMES, OrderPaymentOutcome
 from tests.stored_rows import order_stored
 
 pytestmark = pytest.mark.django_db
@@ -115,7 +110,7 @@ def test_every_move_outside_the_table_is_refused_by_name_and_changes_nothing(sta
     payment = payment_in(start)
 
     # When a move to `to` is attempted / Then it is refused with an error naming both statuses
-    with pytest.raises(PaymentTransitionNotAllowed, match=f"{start} -> {to} is not allowed"):
+    with pytest.raises(TransitionNotAllowed, match=f"{start} -> {to} is not allowed"):
         payment_transition(payment=payment, to=to, actor="system", reason="a test move", now=timezone.now())
 
     # And the payment and its history are as they were

@@ -10,9 +10,9 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from shop import capacity
-from shop.models import Order, OrderEvent, OutgoingEmail, Reservation
-from shop.orders import OrderInputError, orders_expire_overdue_locked
+from orders import capacity
+from orders.models import Order, OrderEvent, OutgoingEmail, Reservation
+from orders.orders import OrderInputError, orders_expire_overdue_locked
 from shop.placement import order_create
 from tests.payments.test_capacity_race import assert_no_node_is_held_twice, run_together
 

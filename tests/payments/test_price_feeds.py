@@ -18,8 +18,8 @@ from payments.networks import networks_offered
 from payments.price_feeds import HEARTBEAT_GRACE_SECONDS
 from payments.quotes import QuoteError, usd_rate
 from payments.rpc import RpcClient
+from tests.payments.verification.chain import call_data
 from tests.servers import Anvil
-from tests.verification.chain import call_data
 
 HEARTBEAT = 3600
 NO_PRICE = "There is no up-to-date price for ETH right now: choose a stablecoin or try again later."

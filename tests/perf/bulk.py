@@ -12,10 +12,10 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from orders.models import Duration, Order, OrderEvent, Preparation, Reservation
 from payments.addresses import derive_address, key_fingerprint
 from payments.models import Asset, Credit, PaymentEvent, PaymentRequest
 from provisioning.models import Node, PreparationRun
-from shop.models import Duration, Order, OrderEvent, Preparation, Reservation
 
 FIRST_BULK_INDEX = 1_000_000  # derivation indices far from the ones the checkout hands out
 

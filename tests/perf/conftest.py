@@ -9,9 +9,9 @@ import pytest
 from django.db import transaction
 from django.test import Client
 
+from orders.models import Order
+from orders.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 from payments.models import Asset, Network
-from shop.models import Order
-from shop.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 from tests.perf.bulk import (
     FIRST_BULK_INDEX,
     assets_bulk,

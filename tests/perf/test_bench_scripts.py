@@ -32,6 +32,25 @@ def test_the_scan_benchmark_finds_flat_calls_and_detection_within_one_interval(t
     assert [run["blocks_to_confirmed"] for run in results["detection_latency"]] != []
 
 
+def test_the_scan_budget_benchmark_prices_a_day_and_an_idle_network_costs_a_head_read_a_minute(tmp_path):
+    # Given a small run of bench/scan_budget.py: one network, four passes a minute apart
+    env = clean_environment(BENCH_RESULTS_DIR=str(tmp_path))
+    command = [sys.executable, "bench/scan_budget.py", "--networks", "arbitrum", "--intervals", "60", "--passes", "4"]
+
+    # When it runs
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    # Then it prints its tables, an idle network costs the head and the chain id once a minute, no scenario reads
+    # the chain's blocks in full, and more open orders cost more, never less
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "| Infura plan |" in done.stdout
+    rows = json.loads((tmp_path / "scan_budget.json").read_text())["per_network_day"]
+    idle, *busy = rows
+    assert idle["methods_per_day"] == {"eth_chainId": 1440, "eth_getBlockByNumber": 1440}
+    assert all(row["full_blocks_per_day"] == 0 for row in rows)
+    assert [row["calls_per_day"] for row in busy] == sorted(row["calls_per_day"] for row in busy)
+
+
 def test_the_poll_benchmark_measures_both_scripts_and_the_new_one_gets_304s(tmp_path):
     # Given a small run of bench/poll.py: 20 customers for 6 s each, its results written apart
     env = clean_environment(BENCH_RESULTS_DIR=str(tmp_path))

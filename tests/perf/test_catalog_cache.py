@@ -12,10 +12,10 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from orders.models import Duration, Reservation
 from payments.models import Network
 from provisioning.models import Node
 from shop import catalog
-from shop.models import Duration, Reservation
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("anvil")]
 ORDERS_URL = "/api/v1/orders/"

@@ -15,7 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
 django.setup()
 
 from config.celery import app  # noqa: E402 (after django.setup: the app reads the settings)
-from config.log_context import log_context  # noqa: E402
+from core.log_context import log_context  # noqa: E402
 
 SECRET_URL = os.environ["LOG_TEST_SECRET_URL"]
 BEARER = os.environ["LOG_TEST_BEARER"]

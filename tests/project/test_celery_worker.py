@@ -9,10 +9,10 @@ import email.policy
 import pytest
 from django.utils import timezone
 
+from orders.capacity_shown import LOTS_AVAILABLE_CACHE_SECONDS
+from orders.models import Order, Reservation
+from orders.tasks import reservations_release_expired_task
 from payments.models import PaymentRequest
-from shop.capacity_shown import LOTS_AVAILABLE_CACHE_SECONDS
-from shop.models import Order, Reservation
-from shop.tasks import reservations_release_expired_task
 
 WAIT_SECONDS = 45
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -68,7 +68,8 @@ def test_the_worker_expires_an_order_whose_payment_window_ended_and_frees_its_lo
     event = order.events.last()
     assert (event.from_status, event.to_status, event.actor) == ("awaiting_payment", "expired", "system")
     assert not Reservation.objects.filter(order=order, released_at__isnull=True).exists()
-    # The count shown comes from this process's cache, at most LOTS_AVAILABLE_CACHE_SECONDS old (shop/capacity_shown.py)
+    # The count shown comes from this process's cache, at most LOTS_AVAILABLE_CACHE_SECONDS old
+    # (orders/capacity_shown.py)
     celery_worker.wait_for(
         lambda: client.get("/api/v1/catalog/").json()["lots_available"] == 1,
         "the freed lot is not shown",

@@ -8,9 +8,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from orders.models import Duration, LotSpec, Preparation
 from payments.models import Network
 from provisioning.models import Node
-from shop.models import Duration, LotSpec, Preparation
 
 CATALOG_URL = "/api/v1/catalog/"
 
@@ -120,7 +120,7 @@ def test_a_migrated_database_holds_the_default_catalog(anvil, client, db):
 
 
 def test_a_node_reached_without_root_is_registered_with_its_installed_access_tool(db):
-    # Given the README's command for a node whose login is shop-ops
+    # Given docs/production.md's command for a node whose login is shop-ops
     add_node("gpu-sudo", "--driver", "ssh", "--host", "10.0.0.9", "--user", "shop-ops",
              "--access-tool", "/usr/local/sbin/b200-access")  # fmt: skip
 

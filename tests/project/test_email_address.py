@@ -1,11 +1,11 @@
-"""What the shop accepts as an email address and when two are the same (config.email_address): ASCII before the
+"""What the shop accepts as an email address and when two are the same (core.email_address): ASCII before the
 @, IDNA 2008 after it, nothing folded to an ASCII look-alike."""
 
 from __future__ import annotations
 
 import pytest
 
-from config.email_address import EmailAddressInvalid, email_match_key, email_normalize
+from core.email_address import EmailAddressInvalid, email_match_key, email_normalize
 
 
 @pytest.mark.parametrize(

@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.servers import free_port
-
-
-@pytest.fixture
-def only_local_network(monkeypatch):
-    """Only `local` is configured, so that the report does not depend on the shell's CHAIN_RPC_URLS_*."""
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("CHAIN_RPC_URLS_") and name != "CHAIN_RPC_URLS_LOCAL":
-            monkeypatch.delenv(name)
 
 
 def test_health_reports_the_database_and_the_local_chains_height(anvil, client, db, only_local_network):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from orders.models import Preparation
 from provisioning.models import Node
 from provisioning.node_steps import setup_command
-from shop.models import Preparation
 
 # No gcc at first: the fake apt-get "installs" it, and the headers the fake Python looks for.
 FAKES = {

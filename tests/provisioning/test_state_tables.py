@@ -10,12 +10,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
+from core.transition_event import TransitionNotAllowed
 from provisioning.models import Node, NodeEvent, NodeState, PreparationRun, PreparationRunEvent, RunStatus
 from provisioning.states import (
     NODE_TRANSITIONS,
     RUN_OUTCOMES,
     RUN_TRANSITIONS,
-    TransitionNotAllowed,
     node_transition,
     nodes_transition,
     run_transition,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from shop.models import Order
-from shop.order_links import order_access_token
+from orders.models import Order
+from orders.order_links import order_access_token
 from tests.security.helpers import page_path
 
 NEW_KEY = "a-freshly-rotated-secret-key-for-the-order-links-0123456789"  # noqa: S105

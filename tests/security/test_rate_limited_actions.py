@@ -7,8 +7,8 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
+from orders.models import Extension, Order
 from payments.models import Notice, PaymentRequest
-from shop.models import Extension, Order
 from tests.security.helpers import page_path
 
 

@@ -6,7 +6,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from config.ratelimit import TOKEN_CHECKED
+from core.ratelimit import TOKEN_CHECKED
 from shop import urls as shop_urls
 from tests.security.helpers import page_path
 

@@ -9,8 +9,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
+from orders.models import Order
 from payments.models import PaymentRequest
-from shop.models import Order
 
 ROLES = ("anonymous", "customer", "operator", "reviewer", "superuser")
 LOGIN = "login"  # a redirect to the admin's login page

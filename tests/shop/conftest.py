@@ -3,27 +3,17 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from shop.models import Order
+from orders.models import Order
 from tests.shop.helpers import LOOKUP_URL, ORDERS_URL
 
 
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient()
-
-
-@pytest.fixture
-def only_local_network(monkeypatch):
-    """No CHAIN_RPC_URLS_* from the shell leaks in: only `local` (which has a default URL) is configured."""
-    for name in list(os.environ):
-        if name.startswith("CHAIN_RPC_URLS_") and name != "CHAIN_RPC_URLS_LOCAL":
-            monkeypatch.delenv(name)
 
 
 @pytest.fixture

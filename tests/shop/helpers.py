@@ -9,8 +9,8 @@ LOOKUP_URL = "/api/v1/orders/lookup/"
 
 def stored_counts() -> dict[str, int]:
     """Everything placing an order stores or reserves."""
+    from orders.models import Order, OrderEvent, Reservation
     from payments.models import AddressCursor, PaymentRequest
-    from shop.models import Order, OrderEvent, Reservation
 
     return {
         model.__name__: model.objects.count()
@@ -26,8 +26,8 @@ def order_running(reference: str, *, days: int = 7):
     from django.db import transaction
     from django.utils import timezone
 
-    from shop.models import Order
-    from shop.orders import order_transition
+    from orders.models import Order
+    from orders.orders import order_transition
 
     with transaction.atomic():
         order = Order.objects.select_for_update().get(reference=reference)

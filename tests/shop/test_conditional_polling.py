@@ -13,9 +13,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from orders.models import Duration, Order, OrderStatus
 from payments.models import Credit, CreditKind, Notice, PaymentRequest, Refund
 from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
-from shop.models import Duration, Order, OrderStatus
 from tests.shop.helpers import ORDERS_URL, order_running
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]

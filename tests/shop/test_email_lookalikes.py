@@ -12,12 +12,14 @@ from django.apps import apps
 from django.core import mail
 from django.test import Client
 
-from config.jobs.models import Job
-from shop import migrations as shop_migrations
-from shop.models import Order
+from core.jobs.kinds import JobKind
+from core.jobs.models import Job
+from orders import migrations as shop_migrations
+from orders.models import Order
+from tests.payments.verification.test_payment_review import ORDERS_ADMIN
 from tests.shop.helpers import ORDERS_URL
 from tests.shop.test_wizard import configure, contact, field_errors
-from tests.verification.test_payment_review import ORDERS_ADMIN, PASSWORD, add_staff
+from tests.staff import STAFF_PASSWORD, add_staff
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]
 
@@ -74,7 +76,7 @@ def test_find_my_order_refuses_a_look_alike_address_and_queues_nothing(lookup, e
 
     assert api.status_code == 400 and list(api.json()) == ["email"]
     assert page.status_code == 400 and b'id="id_email_error"' in page.content
-    assert not Job.objects.filter(kind="shop.tasks.order_lookup_task").exists()
+    assert not Job.objects.filter(kind=JobKind.ORDER_LOOKUP).exists()
 
 
 def test_an_internationalised_look_alike_domain_is_another_address_and_never_gets_the_victims_links(orders, lookup):
@@ -126,7 +128,7 @@ def test_staff_searching_an_address_find_its_orders_in_any_ascii_case_and_no_loo
     # Given the victim's order and look-alike orders stored before these rules
     victim, lookalikes = victim_then_lookalikes
     add_staff("rita", "reviewer")
-    assert client.login(username="rita", password=PASSWORD)
+    assert client.login(username="rita", password=STAFF_PASSWORD)
 
     # When a reviewer searches the orders for the address (to export or erase its data)
     for term in (VICTIM, "KRIS@kiosk.EXAMPLE", "Kiosk.Example"):  # the address, or a part of it
@@ -157,7 +159,7 @@ def test_the_migration_normalises_stored_addresses_and_leaves_look_alikes_unmatc
 
     # When the migration's data step runs
     [path] = Path(shop_migrations.__file__).parent.glob("*_order_email_key.py")  # whatever its number
-    migration = importlib.import_module(f"shop.migrations.{path.stem}")
+    migration = importlib.import_module(f"orders.migrations.{path.stem}")
     migration.normalise_stored_emails(apps, None)
 
     # Then each address is stored normalised with its key, and the look-alike keeps its text with no key

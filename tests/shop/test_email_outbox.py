@@ -8,10 +8,11 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from config.jobs.models import Job
-from config.jobs.tasks import jobs_send_due_task
-from shop.models import OutgoingEmail
-from shop.outbox import email_send
+from core.jobs.kinds import JobKind
+from core.jobs.models import Job
+from core.jobs.tasks import jobs_send_due_task
+from orders.models import OutgoingEmail
+from orders.outbox import email_send
 from tests.servers import free_port
 from tests.stored_rows import jobs_lost
 
@@ -35,7 +36,7 @@ def test_placing_an_order_stores_its_order_received_email_with_the_order(make_no
     assert (email.name, email.sent_at, email.attempts) == ("order_received", None, 0)
     assert mail.outbox == []
     # with the job that sends it, in the same transaction
-    job = Job.objects.get(kind="shop.tasks.email_send_task", args={"email_id": email.pk})
+    job = Job.objects.get(kind=JobKind.EMAIL_SEND, args={"email_id": email.pk})
     assert (job.done_at, job.attempts) == (None, 0)
 
 

@@ -8,10 +8,10 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from orders.models import Order, OutgoingEmail, Reservation
+from orders.order_links import order_status_path
+from orders.tasks import reservations_release_expired_task
 from payments.models import PaymentRequest
-from shop.models import Order, OutgoingEmail, Reservation
-from shop.order_links import order_status_path
-from shop.tasks import reservations_release_expired_task
 
 pytestmark = pytest.mark.django_db
 

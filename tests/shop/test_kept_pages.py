@@ -1,4 +1,4 @@
-"""Home and the catalog page kept whole (config/page_cache.py): each visitor still gets a CSRF token of their
+"""Home and the catalog page kept whole (core/page_cache.py): each visitor still gets a CSRF token of their
 own that works, a visitor with choices of their own never sees the page kept for everyone, and what the page
 shows (the free lots, the language) is never served from another version."""
 
@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from config.page_cache import _hole
+from core.page_cache import _hole
 from provisioning.models import Node
 
 pytestmark = [pytest.mark.django_db]

@@ -10,7 +10,7 @@ from django.core import mail
 from django.utils.html import escape
 from pytest_django.asserts import assertContains, assertRedirects
 
-from shop.models import Order
+from orders.models import Order
 from tests.shop.helpers import CATALOG_URL, ORDERS_URL
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]

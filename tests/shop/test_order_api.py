@@ -13,8 +13,8 @@ from django.conf import settings
 from django.core import mail
 from django.utils import timezone
 
+from orders.models import Order
 from payments.models import Asset, Network, PaymentRequest
-from shop.models import Order
 from tests.shop.helpers import ORDERS_URL, stored_counts
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]

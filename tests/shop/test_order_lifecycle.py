@@ -8,20 +8,14 @@ import pytest
 from django.utils import timezone
 from pytest_django.asserts import assertContains, assertRedirects
 
+from core.transition_event import TransitionNotAllowed
+from orders.capacity import lots_available
+from orders.models import Duration, Order, OrderEvent, Preparation, Reservation
+from orders.orders import ORDER_TRANSITIONS, OrderInputError, order_cancel, order_transition, orders_expire_overdue
+from orders.sshkeys import parse_ssh_public_key
+from orders.tasks import reservations_release_expired_task
 from payments.models import Asset
-from shop.capacity import lots_available
-from shop.models import Duration, Order, OrderEvent, Preparation, Reservation
-from shop.orders import (
-    ORDER_TRANSITIONS,
-    OrderInputError,
-    TransitionNotAllowed,
-    order_cancel,
-    order_transition,
-    orders_expire_overdue,
-)
 from shop.placement import OrderRequest, order_create
-from shop.sshkeys import parse_ssh_public_key
-from shop.tasks import reservations_release_expired_task
 
 pytestmark = pytest.mark.django_db
 
@@ -348,3 +342,16 @@ def test_the_admin_cancel_action_warns_about_an_order_that_cannot_be_cancelled(a
     assertContains(response, f"{order.reference}: cannot be cancelled from ended")
     order.refresh_from_db()
     assert order.status == "ended"
+
+
+@pytest.mark.parametrize("status", ["awaiting_payment", "paid", "active", "cancelled"])
+def test_a_move_to_the_status_the_order_has_is_a_no_op_as_for_every_state_machine(placed, status):
+    # Given an order in `status`
+    order = placed()
+    Order.objects.filter(pk=order.pk).update(status=status)
+    order.refresh_from_db()
+    events_before = OrderEvent.objects.filter(order=order).count()
+
+    # When it is moved to that same status / Then nothing is written and the writer says so
+    assert order_transition(order=order, to=status, actor="system") is False
+    assert OrderEvent.objects.filter(order=order).count() == events_before

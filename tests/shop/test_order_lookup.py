@@ -11,8 +11,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from config.jobs.models import Job
-from shop.orders import order_cancel
+from core.jobs.kinds import JobKind
+from core.jobs.models import Job
+from orders.orders import order_cancel
 from shop.personal_data import order_personal_data_erase
 from tests.shop.helpers import LOOKUP_URL
 
@@ -64,7 +65,7 @@ def test_an_address_with_orders_and_one_without_get_the_same_answer(orders, look
     assert known.status_code == 202
     # The lookup runs as a background job either way (here eagerly, once the answer was built); only the job
     # finds orders, or none.
-    assert Job.objects.filter(kind="shop.tasks.order_lookup_task").count() == 2
+    assert Job.objects.filter(kind=JobKind.ORDER_LOOKUP).count() == 2
     assert len(mail.outbox) == 1
 
 
@@ -149,7 +150,7 @@ def test_a_malformed_email_is_refused_on_its_field_and_nothing_is_queued(lookup,
     assert api.status_code == 400 and list(api.json()) == ["email"]
     assert page.status_code == 400
     assert b'id="id_email_error"' in page.content
-    assert not Job.objects.filter(kind="shop.tasks.order_lookup_task").exists()
+    assert not Job.objects.filter(kind=JobKind.ORDER_LOOKUP).exists()
     assert mail.outbox == []
 
 

@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from shop.sshkeys import SshKeyError, parse_ssh_public_key
+from orders.sshkeys import SshKeyError, parse_ssh_public_key
 from tests import security_keys
 
 

@@ -12,9 +12,9 @@ from django.contrib.sessions.models import Session
 from django.utils.html import escape
 from pytest_django.asserts import assertContains, assertNotContains, assertRedirects, assertTemplateUsed
 
+from orders.models import Order, Reservation
 from payments.models import PaymentRequest
 from payments.quotes import format_units
-from shop.models import Order, Reservation
 from tests.shop.helpers import ORDERS_URL
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]

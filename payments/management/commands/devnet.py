@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from eth_utils import to_checksum_address
 
 from payments.devnet import DevnetError, devnet_mint, devnet_pay, devnet_setup
@@ -20,7 +21,7 @@ class Command(BaseCommand):
         "or mint test tokens to a wallet of your own (mint)."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         setup = sub.add_parser("setup", help="register the local network and its test USDC/USDT")
         setup.add_argument("--rpc-url", help="the chain's JSON-RPC URL (default: CHAIN_RPC_URLS_LOCAL)")
@@ -34,7 +35,7 @@ class Command(BaseCommand):
         mint.add_argument("--asset", default="USDC", help="USDC (default), USDT, or ETH (sent from a funded account)")
         mint.add_argument("--rpc-url")
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         network = Network.objects.filter(slug="local").first()
         if network is None:
             raise CommandError("the local network is missing: run migrate first")
@@ -63,7 +64,7 @@ class Command(BaseCommand):
         except (DevnetError, RpcError) as exc:
             raise CommandError(str(exc)) from None
 
-    def _mint(self, client: RpcClient, options: dict) -> None:
+    def _mint(self, client: RpcClient, options: dict[str, Any]) -> None:
         amount = _decimal(options["amount"], "amount")
         tx_hash = devnet_mint(client=client, symbol=options["asset"], to=options["address"], amount=amount)
         address = to_checksum_address(options["address"])

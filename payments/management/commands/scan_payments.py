@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
@@ -15,7 +17,7 @@ from payments.settle import payment_settle, payments_out_of_step
 class Command(BaseCommand):
     help = "Run one verification pass on every enabled network with an RPC URL."
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         failed = 0
         for network in Network.objects.filter(enabled=True):
             if not rpc_urls(network):

@@ -29,7 +29,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--access-tool",
             default="",
-            help="a login that is not root: the access tool installed at this path runs with `sudo -n` (README)",
+            help="a login that is not root: the access tool installed at this path runs with `sudo -n` "
+            "(docs/production.md)",
         )
         parser.add_argument(
             "--scratch",
@@ -46,7 +47,8 @@ class Command(BaseCommand):
             raise CommandError("--access-tool must be an absolute path on the node (the path in its sudo rule)")
         if options["driver"] == NodeDriver.SSH and options["user"] != "root" and not options["access_tool"]:
             self.stderr.write(
-                f"warning: {options['user']} is not root: give --access-tool PATH (the README's sudo rule), "
+                f"warning: {options['user']} is not root: give --access-tool PATH "
+                "(the sudo rule of docs/production.md), "
                 "or the grant step will fail"
             )
         if not 1 <= options["port"] <= 65535:

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from shop.roles import ROLES, role_group
+from core.roles import ROLES, role_group
 
 
 class Command(BaseCommand):

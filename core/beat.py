@@ -1,0 +1,14 @@
+"""Beat's scheduler: Celery's own, which first makes the folder its state file goes in (a run folder that a
+fresh checkout or container does not have yet)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from celery.beat import PersistentScheduler
+
+
+class RunFolderScheduler(PersistentScheduler):
+    def setup_schedule(self) -> None:
+        Path(self.schedule_filename).parent.mkdir(parents=True, exist_ok=True)
+        super().setup_schedule()
