@@ -162,15 +162,19 @@ def ten_minutes(lab: Lab, *, slug: str, orders: int, in_coin: int, interval: int
         due -= int(due)
         scan_network(network=lab.network, now=start + dt.timedelta(seconds=n * interval))
     per_day = 86_400 / (passes * interval)
-    print(f"  {slug}, {orders} orders ({in_coin} in coin), every {interval} s: {sum(proxy.methods.values())} calls",
-          file=sys.stderr, flush=True)
     methods = {method: count * per_day for method, count in proxy.methods.items()}
     transactions_bytes = proxy.full_blocks * txs_per_block * lab.tx_bytes  # what anvil's empty blocks lack
+    calls_per_pass = sum(proxy.methods.values()) / passes
+    bytes_per_pass = (proxy.answer_bytes + transactions_bytes) / passes
+    print(f"  {slug}, {orders} orders ({in_coin} in coin), every {interval} s: {calls_per_pass:.1f} calls and "
+          f"{bytes_per_pass / 1000:.1f} kB a pass", file=sys.stderr, flush=True)
     return {
         "network": slug,
         "orders": orders,
         "in_coin": in_coin,
         "interval_seconds": interval,
+        "calls_per_pass": round(calls_per_pass, 1),
+        "bytes_per_pass": round(bytes_per_pass),
         "calls_per_day": round(sum(methods.values())),
         "requests_per_day": round(proxy.http_requests * per_day),
         "batches_per_day": round(proxy.batches * per_day),
@@ -215,14 +219,15 @@ def main() -> None:
 
 def report(rows: list[dict], tx_bytes: int) -> None:
     names = {(orders, in_coin): name for name, orders, in_coin in SCENARIOS}
-    print(f"Per network and day (an ERC-20 transfer is {tx_bytes} bytes of JSON in a full block)\n")
+    print(f"Per network, a pass and a day (an ERC-20 transfer is {tx_bytes} bytes of JSON in a full block)\n")
     print(
         markdown_table(
-            ["every", "scenario", "network", "calls", "full blocks", "MB", "Alchemy CU", "Infura credits"],
+            ["every", "scenario", "network", "calls a pass", "kB a pass", "calls", "full blocks", "MB", "Alchemy CU",
+             "Infura credits"],
             [
                 [
                     f"{r['interval_seconds']} s", names[(r["orders"], r["in_coin"])], r["network"],
-                    f"{r['calls_per_day']:,}", f"{r['full_blocks_per_day']:,}", f"{r['mb_per_day']:,}",
+                    f"{r['calls_per_pass']:,}", f"{r['bytes_per_pass'] / 1000:,.1f}", f"{r['calls_per_day']:,}", f"{r['full_blocks_per_day']:,}", f"{r['mb_per_day']:,}",
                     f"{r['alchemy_cu_per_day']:,}", f"{r['infura_credits_per_day']:,}",
                 ]
                 for r in rows

@@ -40,13 +40,14 @@ def test_the_scan_budget_benchmark_prices_a_day_and_an_idle_network_costs_a_head
     # When it runs
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
-    # Then it prints its tables, an idle network costs the head and the chain id once a minute, no scenario reads
-    # the chain's blocks in full, and more open orders cost more, never less
+    # Then it prints its tables, an idle network costs the head and the chain id once a minute (two calls a pass),
+    # no scenario reads the chain's blocks in full, and more open orders cost more, never less
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "| Infura plan |" in done.stdout
+    assert "| Infura plan |" in done.stdout and "| calls a pass | kB a pass |" in done.stdout
     rows = json.loads((tmp_path / "scan_budget.json").read_text())["per_network_day"]
     idle, *busy = rows
     assert idle["methods_per_day"] == {"eth_chainId": 1440, "eth_getBlockByNumber": 1440}
+    assert idle["calls_per_pass"] == 2 and idle["bytes_per_pass"] > 0
     assert all(row["full_blocks_per_day"] == 0 for row in rows)
     assert [row["calls_per_day"] for row in busy] == sorted(row["calls_per_day"] for row in busy)
 
