@@ -227,7 +227,8 @@ def report(rows: list[dict], tx_bytes: int) -> None:
             [
                 [
                     f"{r['interval_seconds']} s", names[(r["orders"], r["in_coin"])], r["network"],
-                    f"{r['calls_per_pass']:,}", f"{r['bytes_per_pass'] / 1000:,.1f}", f"{r['calls_per_day']:,}", f"{r['full_blocks_per_day']:,}", f"{r['mb_per_day']:,}",
+                    f"{r['calls_per_pass']:,}", f"{r['bytes_per_pass'] / 1000:,.1f}", f"{r['calls_per_day']:,}",
+                    f"{r['full_blocks_per_day']:,}", f"{r['mb_per_day']:,}",
                     f"{r['alchemy_cu_per_day']:,}", f"{r['infura_credits_per_day']:,}",
                 ]
                 for r in rows
