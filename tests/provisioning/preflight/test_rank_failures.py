@@ -48,7 +48,10 @@ def test_a_rank_out_of_memory_mid_forward_is_blamed_and_the_rank_waiting_for_it_
     for name in ("backward", "allreduce"):
         assert run.check(name)["status"] == "skip"
         assert run.check(name)["detail"].startswith("not reached: forward failed on rank 1")
-    assert run.report["duration_s"] < 45  # the collective timeout, not the launcher's deadline, ended the wait
+    # The collective timeout, not the launcher's deadline, ended the wait. (A bound on the duration tighter than the
+    # deadline failed in CI: under load the ranks' start-up took 30 s before the 15 s collective timeout.)
+    assert "hard timeout" not in json.dumps(run.report)
+    assert run.report["duration_s"] < 60  # a run the deadline ends lasts longer: the deadline starts after start-up
     assert run.report["injected_faults"] == ["oom-in-forward:1"]
 
 
