@@ -33,7 +33,7 @@ Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
 def test_a_rank_out_of_memory_mid_forward_is_blamed_and_the_rank_waiting_for_it_is_not(preflight, tmp_path):
     checks = ["load", "forward", "backward", "allreduce"]
     run = preflight(
-        tmp_path, *TWO_CPU_RANKS, "--timeout", "60", "--inject", "oom-in-forward:1", profile={"checks": checks}
+        tmp_path, *TWO_CPU_RANKS, "--timeout", "120", "--inject", "oom-in-forward:1", profile={"checks": checks}
     )
 
     forward = run.check("forward")
@@ -44,14 +44,13 @@ def test_a_rank_out_of_memory_mid_forward_is_blamed_and_the_rank_waiting_for_it_
     )
     assert forward["detail"].endswith("; rank 0 timed out waiting for it in a collective")
     assert "failed on rank 0" not in forward["detail"]
-    assert forward["metrics"]["collective_timeout_s"] == 15  # a quarter of the 60 s deadline
+    assert forward["metrics"]["collective_timeout_s"] == 30  # a quarter of the 120 s deadline
     for name in ("backward", "allreduce"):
         assert run.check(name)["status"] == "skip"
         assert run.check(name)["detail"].startswith("not reached: forward failed on rank 1")
-    # The collective timeout, not the launcher's deadline, ended the wait. (A bound on the duration tighter than the
-    # deadline failed in CI: under load the ranks' start-up took 30 s before the 15 s collective timeout.)
+    # The collective timeout, not the launcher's deadline, ended the wait: the report says so, not the duration
+    # (under load in CI the ranks' start-up alone took 30 to 45 s, so a bound on the run's seconds failed).
     assert "hard timeout" not in json.dumps(run.report)
-    assert run.report["duration_s"] < 60  # a run the deadline ends lasts longer: the deadline starts after start-up
     assert run.report["injected_faults"] == ["oom-in-forward:1"]
 
 
