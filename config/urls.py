@@ -27,5 +27,7 @@ urlpatterns = [
 ]
 # A body too large or a form with too many fields: a 413 that says so (JSON under /api/), not a bare 400.
 handler400 = "shop.error_views.bad_request"
+# A staff page refused: the page names the roles that act there and links the person's own work.
+handler403 = "config.forbidden.permission_denied"
 # The database down or restarting: a 503 with Retry-After instead of a 500.
 handler500 = "core.errors.server_error"

@@ -16,3 +16,13 @@ def format_units(base_units: int | Decimal, decimals: int) -> str:
     if decimals and fraction:
         text += "." + str(fraction).rjust(decimals, "0").rstrip("0")
     return text
+
+
+def units_text(base_units: int | Decimal, decimals: int, symbol: str) -> str:
+    """An amount as staff read it: whole units with at least two decimals, then the symbol ('899.00 USDC',
+    '0.0015 ETH'), exact (format_units), never base units alone."""
+    text = format_units(base_units, decimals)
+    if decimals >= 2:
+        whole, _dot, fraction = text.partition(".")
+        text = f"{whole}.{fraction.ljust(2, '0')}"
+    return f"{text} {symbol}".strip()

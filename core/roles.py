@@ -67,3 +67,14 @@ def role_group(role: str) -> Group:
         permissions.append(Permission.objects.get(content_type__app_label=app_label, codename=codename))
     group.permissions.set(permissions)
     return group
+
+
+def roles_with(permission: str) -> list[str]:
+    """The names of the roles whose permissions include `permission` ("app_label.codename"), as their groups
+    are named: who can act where a person without it was refused."""
+    return [name for name, codenames in ROLES.values() if permission in codenames]
+
+
+def roles_in_app(app_label: str) -> list[str]:
+    """The names of the roles with any permission in the app."""
+    return [name for name, codenames in ROLES.values() if any(c.startswith(f"{app_label}.") for c in codenames)]

@@ -1,14 +1,28 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model, Prefetch, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import URLPattern, path, reverse
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
 from core.admin_base import ReadOnlyInline, ReasonForm, details_asked, reason_asked
+from payments.amount_text import (
+    credit_units_text,
+    due_text,
+    movement_units_text,
+    payment_units_text,
+    refund_units_text,
+    with_asset,
+)
 from payments.models import (
     Asset,
     Credit,
@@ -24,8 +38,16 @@ from payments.models import (
 )
 from payments.networks import rpc_env_name, rpc_urls
 from payments.refunds import RefundDecisionError, refund_decide, refund_goodwill_open, refund_goodwill_refusal
-from payments.refunds_due import refunds_due_text
-from payments.review import Decision, ReviewError, payment_review_decide
+from payments.review import (
+    Decision,
+    ReviewError,
+    decisions_offered,
+    payment_evidence,
+    payment_review_decide,
+    payments_in_review,
+)
+
+REVIEWERS = "payment reviewers"
 
 
 class AssetInline(admin.TabularInline):
@@ -78,7 +100,7 @@ class CreditInline(ReadOnlyInline):
         "token_contract",
         "kind",
         "after_settlement",
-        "amount_base_units",
+        "amount",
         "sender",
         "block_number",
         "block_hash",
@@ -93,6 +115,10 @@ class CreditInline(ReadOnlyInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Credit]:
         # Each row shows its network (explorer link) and asset (named after its network): one join, not 3 per row.
         return super().get_queryset(request).select_related("network", "asset__network")
+
+    @admin.display(description="amount")
+    def amount(self, credit: Credit) -> str:
+        return credit_units_text(credit)
 
     @admin.display(description="transaction (explorer)")
     def transaction(self, credit: Credit) -> str:
@@ -115,27 +141,64 @@ class PaymentEventInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+class NeedsReviewFilter(admin.SimpleListFilter):
+    """The reviewer's list: payments whose order or extension waits for a decision."""
+
+    title = "needs review"
+    parameter_name = "review"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("waiting", "Waiting for a reviewer")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> QuerySet[PaymentRequest]:
+        if self.value() == "waiting":
+            return queryset.filter(pk__in=payments_in_review().values("pk"))
+        return queryset
+
+
+# Base-unit columns, shown in units with the asset's symbol instead.
+UNITS_SHOWN = {
+    "amount_base_units": "amount_asked",
+    "received_base_units": "amount_counted",
+    "opening_balance_base_units": "opening_balance",
+    "refunds_due": "refunds_due_shown",
+}
+
+
 @admin.register(PaymentRequest)
 class PaymentRequestAdmin(admin.ModelAdmin):
     list_display = [
         "order",
         "status",
         "asset",
-        "amount_base_units",
-        "received_base_units",
+        "amount_asked",
+        "received",
         "confirmations",
         "refunds",
         "expires_at",
     ]
-    list_filter = ["status", "asset__network"]
+    list_filter = [NeedsReviewFilter, "status", "asset__network"]
     search_fields = ["order__reference", "address", "credits__tx_hash"]
     list_select_related = ["order", "asset__network"]
     inlines = [CreditInline, NoticeInline, PaymentEventInline]
     actions = ["accept", "reject", "mark_for_refund", "goodwill_refund"]
     exclude = ["key_fingerprint"]
+    change_form_template = "admin/payments/paymentrequest/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PaymentRequest]:
+        # Each row's "received" is read from its credits (late money too): one query for all of them.
+        credits = Credit.objects.on_chain().select_related("network", "asset")
+        return super().get_queryset(request).prefetch_related(Prefetch("credits", queryset=credits, to_attr="shown"))
+
+    def get_fields(self, request: HttpRequest, obj: PaymentRequest | None = None) -> list[str]:  # type: ignore[override]
+        return [
+            UNITS_SHOWN.get(field.name, field.name)
+            for field in PaymentRequest._meta.fields
+            if field.name not in ("id", "key_fingerprint")
+        ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: PaymentRequest | None = None) -> list[str]:
-        return [field.name for field in PaymentRequest._meta.fields if field.name != "key_fingerprint"]
+        return self.get_fields(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -143,19 +206,87 @@ class PaymentRequestAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: PaymentRequest | None = None) -> bool:
         return False
 
+    @admin.display(description="amount")
+    def amount_asked(self, payment: PaymentRequest) -> str:
+        return payment_units_text(payment, payment.amount_base_units)
+
+    @admin.display(description="received (counted toward the order)")
+    def amount_counted(self, payment: PaymentRequest) -> str:
+        return payment_units_text(payment, payment.received_base_units)
+
+    @admin.display(description="received (in its asset, late money too)")
+    def received(self, payment: PaymentRequest) -> str:
+        return payment_evidence(payment, getattr(payment, "shown", None)).received
+
+    @admin.display(description="opening balance (not the customer's)")
+    def opening_balance(self, payment: PaymentRequest) -> str:
+        if payment.opening_balance_base_units is None:
+            return "-"
+        return payment_units_text(payment, payment.opening_balance_base_units)
+
+    @admin.display(description="refunds due")
+    def refunds_due_shown(self, payment: PaymentRequest) -> str:
+        return due_text(payment.refunds_due) if payment.refunds_due else "-"
+
     @admin.display(description="refunds due")
     def refunds(self, payment: PaymentRequest) -> str:
-        return refunds_due_text(payment.refunds_due) if payment.refunds_due else "-"
+        return due_text(payment.refunds_due) if payment.refunds_due else "-"
 
     def has_review_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.review_payment")
+
+    def get_urls(self) -> list[URLPattern]:
+        decide = path(
+            "<path:object_id>/decide/",
+            self.admin_site.admin_view(self.decide_view),
+            name="payments_paymentrequest_decide",
+        )
+        return [decide, *super().get_urls()]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The payment's page: its evidence, and accept and reject beside it while a decision is awaited."""
+        payment = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if payment is not None:
+            context |= {
+                "evidence": payment_evidence(payment),
+                "decisions": decisions_offered(payment) if self.has_review_permission(request) else [],
+                "may_review": self.has_review_permission(request),
+                "decide_url": reverse("admin:payments_paymentrequest_decide", args=[payment.pk]),
+                "reviewers": REVIEWERS,
+            }
+        return super().change_view(request, object_id, form_url, context)
+
+    @method_decorator(require_POST)
+    def decide_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The payment page's Accept and Reject buttons: a decision with its reason, then back to the page."""
+        if not self.has_review_permission(request):
+            raise PermissionDenied
+        payment = get_object_or_404(PaymentRequest, pk=object_id)
+        decision = request.POST.get("decision", "")
+        if decision not in (Decision.ACCEPT, Decision.REJECT):
+            return HttpResponseBadRequest("Unknown decision.")
+        try:
+            payment_review_decide(
+                payment_id=payment.pk,
+                decision=decision,
+                reason=request.POST.get("reason", "")[:2000],
+                reviewer=request.user.get_username(),
+            )
+        except ReviewError as exc:
+            self.message_user(request, f"{payment.order}: {exc}", messages.ERROR)
+        else:
+            done = "accepted: the order is paid" if decision == Decision.ACCEPT else "rejected"
+            self.message_user(request, f"{payment.order}: payment {done}", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:payments_paymentrequest_change", args=[payment.pk]))
 
     def _decide(
         self, request: HttpRequest, queryset: QuerySet[PaymentRequest], decision: str, title: str
     ) -> HttpResponse | None:
         items = [
-            f"{payment.order}: {payment.get_status_display()}, received {payment.received_base_units} "
-            f"of {payment.amount_base_units} base units"
+            f"{payment.order}: {payment.get_status_display()}, {payment_evidence(payment).text}"
             for payment in queryset
         ]
         reason, page = reason_asked(self, request, queryset, title=title, items=items)
@@ -259,8 +390,15 @@ class RefundAdmin(admin.ModelAdmin):
     inlines = [RefundEventInline]
     actions = ["approve", "reject"]
 
+    def get_fields(self, request: HttpRequest, obj: Refund | None = None) -> list[str]:  # type: ignore[override]
+        return [
+            "amount" if field.name == "amount_base_units" else field.name
+            for field in Refund._meta.fields
+            if field.name != "id"
+        ]
+
     def get_readonly_fields(self, request: HttpRequest, obj: Refund | None = None) -> list[str]:
-        return [field.name for field in Refund._meta.fields]
+        return self.get_fields(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -277,12 +415,12 @@ class RefundAdmin(admin.ModelAdmin):
 
     @admin.display(description="amount")
     def amount(self, refund: Refund) -> str:
-        return refund.amount_text
+        return refund_units_text(refund)
 
     def _decide(
         self, request: HttpRequest, queryset: QuerySet[Refund], *, approve: bool, title: str
     ) -> HttpResponse | None:
-        items = [f"{r.payment.order.reference}: {r.amount_text} to {r.to_address or '-'}" for r in queryset]
+        items = [f"{r.payment.order.reference}: {refund_units_text(r)} to {r.to_address or '-'}" for r in queryset]
         # An approval carries, per refund, the address this page showed: one changed since is not approved.
         form_class = approval_form(queryset) if approve else ReasonForm
         answers, page = details_asked(self, request, queryset, title=title, items=items, form_class=form_class)
@@ -313,11 +451,21 @@ class RefundAdmin(admin.ModelAdmin):
 class OutflowAdmin(admin.ModelAdmin):
     """What the scan saw leave deposit addresses (payments/outflows.py): evidence, read only."""
 
-    list_select_related = ["payment__order", "network"]
+    list_select_related = ["payment__order", "payment__asset", "network"]
     search_fields = ["payment__order__reference", "payment__address", "to_address", "tx_hash"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return with_asset(super().get_queryset(request))  # each row's token, for its amount in units
+
+    def get_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:  # type: ignore[override]
+        return [
+            "amount" if field.name == "amount_base_units" else field.name
+            for field in self.model._meta.fields
+            if field.name != "id"
+        ]
+
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
-        return [field.name for field in self.model._meta.fields]
+        return self.get_fields(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -325,16 +473,20 @@ class OutflowAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
+    @admin.display(description="amount")
+    def amount(self, row: Any) -> str:
+        return movement_units_text(row)
+
 
 @admin.register(Sweep)
 class SweepAdmin(OutflowAdmin):
-    list_display = ["pk", "payment", "network", "token_contract", "amount_base_units", "tx_hash", "final", "removed_at"]
+    list_display = ["pk", "payment", "network", "token_contract", "amount", "tx_hash", "final", "removed_at"]
     list_filter = ["network", "final"]
 
 
 @admin.register(UnexpectedOutflow)
 class UnexpectedOutflowAdmin(OutflowAdmin):
     list_display = [
-        "pk", "payment", "network", "token_contract", "amount_base_units", "to_address", "tx_hash", "acknowledged_at",
+        "pk", "payment", "network", "token_contract", "amount", "to_address", "tx_hash", "acknowledged_at",
     ]
     list_filter = ["network", "acknowledged_at"]

@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
+from core.amounts import units_text
 from payments.fields import format_units
 from payments.models import Asset, Credit, CreditKind, Refund, RefundEvent, RefundStatus, Sweep, UnexpectedOutflow
 
@@ -27,6 +29,8 @@ COLUMNS = [
     "usd_value_at_quote",
     "tx_hash",
     "block",
+    "from_address",  # who sent it: the customer's (or the gas account's) address for money in, the deposit
+    "to_address",  # address for money out; where it went: the deposit address, or the refund's, sweep's address
 ]
 
 
@@ -47,6 +51,9 @@ def _credit_row(credit: Credit) -> dict[str, Any]:
         "usd_value_at_quote": (whole * payment.usd_rate).quantize(Decimal("0.01")) if own and whole is not None else "",
         "tx_hash": credit.tx_hash,
         "block": credit.block_number,
+        "from_address": credit.sender,
+        "to_address": payment.address,
+        "decimals": decimals,  # not a column: for the page's amounts and totals
     }
 
 
@@ -63,6 +70,9 @@ def _refund_row(refund: Refund) -> dict[str, Any]:
         "usd_value_at_quote": "",
         "tx_hash": refund.tx_hash,
         "block": refund.block_number or "",
+        "from_address": refund.payment.address,  # the signer pays a refund from the deposit address
+        "to_address": refund.to_address,
+        "decimals": refund.decimals,
     }
 
 
@@ -80,6 +90,9 @@ def _outflow_row(row: Sweep | UnexpectedOutflow, kind: str, assets: dict[tuple[i
         "usd_value_at_quote": "",
         "tx_hash": row.tx_hash,
         "block": row.block_number,
+        "from_address": row.payment.address,
+        "to_address": row.to_address,
+        "decimals": asset.decimals if asset else None,
     }
 
 
@@ -142,8 +155,58 @@ def ledger_csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({key: _cell(value) for key, value in row.items()})
+        writer.writerow({key: _cell(row[key]) for key in COLUMNS})
     return out.getvalue()
+
+
+@dataclass(frozen=True)
+class Total:
+    """The movements of one kind in one asset among the rows: how many, and their sum (out is negative)."""
+
+    network: str
+    asset: str  # the symbol, or the token's contract for a token the shop does not sell
+    kind: str  # one of KINDS, or "net" (every kind of the asset together)
+    count: int
+    base_units: int
+    decimals: int | None
+
+    @property
+    def amount(self) -> str:
+        if self.decimals is None:
+            return f"{self.base_units} base units"
+        return units_text(self.base_units, self.decimals, self.asset)
+
+
+def ledger_totals(rows: list[dict[str, Any]]) -> list[Total]:
+    """Per asset (network and token) and kind, the count and sum of the rows, then the asset's net; assets in
+    the order they first appear, kinds in the order of KINDS. Never one sum across assets."""
+    sums: dict[tuple[str, str, str], dict[str, list[int]]] = {}
+    decimals: dict[tuple[str, str, str], int | None] = {}
+    for row in rows:
+        key = (row["network"], row["asset"] or row["contract"], row["contract"].lower())
+        decimals.setdefault(key, row["decimals"])
+        count_and_sum = sums.setdefault(key, {}).setdefault(row["kind"], [0, 0])
+        count_and_sum[0] += 1
+        count_and_sum[1] += int(row["amount_base_units"])
+    totals = []
+    for key, kinds in sums.items():
+        network, asset, _contract = key
+        for kind in KINDS:
+            if kind in kinds:
+                count, base_units = kinds[kind]
+                totals.append(Total(network, asset, kind, count, base_units, decimals[key]))
+        if len(kinds) > 1:
+            net = sum(base_units for _count, base_units in kinds.values())
+            count = sum(count for count, _base_units in kinds.values())
+            totals.append(Total(network, asset, "net", count, net, decimals[key]))
+    return totals
+
+
+def amount_shown(row: dict[str, Any]) -> str:
+    """A row's amount on the page: signed (out is negative), in units with its symbol."""
+    if row["decimals"] is None:
+        return f"{row['amount_base_units']} base units of token {row['contract']}"
+    return units_text(int(row["amount_base_units"]), row["decimals"], row["asset"])
 
 
 def _cell(value: object) -> str:

@@ -1,4 +1,5 @@
-"""The ledger as an admin page (`/admin/ledger/`): the CSV's rows with filters, for treasurers and reviewers."""
+"""The ledger as an admin page (`/admin/ledger/`): the CSV's rows with filters, and their totals per asset and
+kind, for treasurers and reviewers. Amounts in units with their symbol; the CSV keeps base units too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from payments.ledger import COLUMNS, KINDS, ledger_rows
+from payments.ledger import KINDS, amount_shown, ledger_rows, ledger_totals
 from payments.models import Network
 
 PER_PAGE = 200
@@ -31,14 +32,16 @@ def ledger_page(request: HttpRequest) -> HttpResponse:
     kind = kind if kind in KINDS else ""
     query = request.GET.copy()
     query.pop("page", None)  # the filters alone: for the CSV link and each page's link
-    page = Paginator(ledger_rows(start=start, end=end, kind=kind, network=network), PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    rows = ledger_rows(start=start, end=end, kind=kind, network=network)
+    page = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))
+    for row in page.object_list:
+        row["amount_shown"] = amount_shown(row)
     context = {
         **admin.site.each_context(request),
         "title": "Ledger",
-        "columns": COLUMNS,
         "rows": page.object_list,
+        # Per asset and kind, over every row the filters keep (not only this page's).
+        "totals": ledger_totals(rows),
         "page": page,
         "kinds": KINDS,
         "networks": Network.objects.order_by("position").values_list("slug", flat=True),

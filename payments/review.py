@@ -6,15 +6,17 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from core.input_errors import OrderInputError
-from orders.models import OrderStatus
+from orders.models import ExtensionStatus, OrderStatus
 from orders.outbox import email_enqueue
 from orders.payment_outcome import OrderPaymentOutcome, order_outcome_locks, order_payment_outcome
+from payments.amount_text import credit_units_text, payment_units_text
 from payments.extension_money import extension_money_came_late, money_arrived_at
 from payments.lifecycle import REVIEWER_TRANSITIONS, payment_note, payment_transition
-from payments.models import Credit, PaymentRequest, PaymentStatus, RefundReason
+from payments.models import Credit, CreditKind, PaymentRequest, PaymentStatus, RefundReason
 from payments.refunds import refunds_follow
 from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
 
@@ -140,3 +142,123 @@ def _mark_for_refund(review: Review) -> None:
     payment.save(update_fields=["refunds_due", "refund_decided_at"])
     reason = f"marked for refund of {refunds_due_text(due)}: {review.reason}"
     payment_note(payment=payment, actor=review.actor, reason=reason, now=now)
+
+
+@dataclass(frozen=True)
+class CreditShown:
+    """One transfer as the reviewer's page shows it."""
+
+    tx_hash: str
+    link: str  # the network's explorer, or ''
+    amount: str
+    kind: str
+    network: str
+    block: int
+    time: dt.datetime
+    confirmations: int
+    final: bool
+    after_settlement: bool
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a reviewer decides on: what was asked, what is on the address in that asset however it came
+    (late money too: a `late` credit never counts in `received_base_units`), what came in anything else, and
+    each transfer. Amounts in units with their symbol."""
+
+    asked: str
+    received: str
+    late: bool
+    elsewhere: list[str]
+    credits: list[CreditShown]
+
+    @property
+    def text(self) -> str:
+        """'received 899.00 USDC of 899.00 USDC, after the deadline; also 3.00 USDT on local'."""
+        words = f"received {self.received} of {self.asked}"
+        if self.late:
+            words += ", after the deadline"
+        if self.elsewhere:
+            words += "; also " + ", ".join(self.elsewhere)
+        return words
+
+
+def payment_evidence(payment: PaymentRequest, credits: list[Credit] | None = None) -> Evidence:
+    """The evidence of one payment, from its credits on the chain (those a reorg removed are left out)."""
+    if credits is None:
+        credits = list(payment.credits.on_chain().select_related("network", "asset"))
+    shown = [credit for credit in credits if credit.on_chain and credit.kind != CreditKind.GAS]
+    own = [credit for credit in shown if _in_the_asset_asked_for(payment, credit)]
+    elsewhere: dict[tuple[int, str], list[Credit]] = {}
+    for credit in shown:
+        if credit not in own:
+            elsewhere.setdefault((credit.chain_id, credit.token_contract.lower()), []).append(credit)
+    return Evidence(
+        asked=payment_units_text(payment, payment.amount_base_units),
+        received=payment_units_text(payment, sum(int(credit.amount_base_units) for credit in own)),
+        late=any(credit.kind == CreditKind.LATE for credit in own),
+        elsewhere=[_sum_text(group) for group in elsewhere.values()],
+        credits=[_credit_shown(credit) for credit in shown],
+    )
+
+
+def _in_the_asset_asked_for(payment: PaymentRequest, credit: Credit) -> bool:
+    same_token = credit.token_contract.lower() == (payment.contract or "").lower()
+    return credit.chain_id == payment.chain_id and same_token
+
+
+def _sum_text(credits: list[Credit]) -> str:
+    first = credits[0]
+    total = Credit(
+        asset=first.asset,
+        token_contract=first.token_contract,
+        amount_base_units=sum(int(credit.amount_base_units) for credit in credits),
+    )
+    return f"{credit_units_text(total)} on {first.network.slug}"
+
+
+def _credit_shown(credit: Credit) -> CreditShown:
+    template = credit.network.explorer_tx_url
+    return CreditShown(
+        tx_hash=credit.tx_hash,
+        link=template.format(tx=credit.tx_hash) if template else "",
+        amount=credit_units_text(credit),
+        kind=credit.get_kind_display(),
+        network=credit.network.name,
+        block=credit.block_number,
+        time=credit.block_timestamp,
+        confirmations=credit.confirmations,
+        final=credit.final,
+        after_settlement=credit.after_settlement,
+    )
+
+
+def payment_in_review(payment: PaymentRequest) -> bool:
+    """Whether a reviewer's decision is awaited: its order (a first payment) or its extension is in review, and
+    nobody decided yet."""
+    if payment.reviewed_at is not None:
+        return False
+    if payment.extension_id is not None:
+        return payment.extension is not None and payment.extension.status == ExtensionStatus.NEEDS_REVIEW
+    return payment.order.status == OrderStatus.NEEDS_REVIEW
+
+
+def decisions_offered(payment: PaymentRequest) -> list[tuple[str, str]]:
+    """The (decision, label) pairs the payment's page offers: accept and reject, while a review is awaited and
+    the status table allows them."""
+    if not payment_in_review(payment):
+        return []
+    allowed = REVIEWER_TRANSITIONS[payment.status]
+    offered = []
+    if P.CONFIRMED in allowed:
+        offered.append((Decision.ACCEPT, "Accept the payment (the order is paid)"))
+    if P.REJECTED in allowed:
+        offered.append((Decision.REJECT, "Reject the payment (the order is cancelled, the money goes back)"))
+    return offered
+
+
+def payments_in_review() -> QuerySet[PaymentRequest]:
+    """Every payment a reviewer's decision is awaited on (payment_in_review, in the database)."""
+    first = Q(extension__isnull=True, order__status=OrderStatus.NEEDS_REVIEW)
+    extension = Q(extension__status=ExtensionStatus.NEEDS_REVIEW)
+    return PaymentRequest.objects.filter(first | extension, reviewed_at__isnull=True)

@@ -1,22 +1,28 @@
-"""What waits on a human, in one list, oldest first: the "Needs attention" list at the top of /ops/.
+"""What waits on a human, in one list, oldest first: the "Needs attention" list at the top of /ops/, and the
+queue on the admin's start page.
 
 Paid orders not prepared yet, payments in review (an order's, or an extension's), failed preparations,
-failed or maintenance nodes, unacknowledged unexpected outflows, refunds waiting for a reviewer's approval.
-Each item's age runs from the moment it started waiting (the event that moved the row to its status; an
-outflow's detection), and its link goes to where it is handled: the console's own section, or the admin page
-of the row. Read only."""
+failed or maintenance nodes, unacknowledged unexpected outflows, refunds waiting for a reviewer's approval,
+approved refunds waiting for the treasurer's signer. Each item's age runs from the moment it started waiting
+(the event that moved the row to its status; an outflow's detection), and its link goes to where it is
+handled: the console's own section, or the admin page of the row. Each kind names the permission that acts on
+it and who holds it (ACTORS): a person is shown what their role can act on, and told how much waits on others
+(attention_for). Amounts are in units with their symbol. Read only."""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from django.db.models import DateTimeField, F, OuterRef, Subquery
+from django.db.models import DateTimeField, F, OuterRef, Prefetch, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
-from orders.models import Extension, ExtensionEvent, ExtensionStatus, Order, OrderEvent, OrderStatus
-from payments.models import Refund, RefundEvent, RefundStatus, UnexpectedOutflow
+from core.roles import ROLES
+from orders.models import FIRST_PAYMENTS, Extension, ExtensionEvent, ExtensionStatus, Order, OrderEvent, OrderStatus
+from payments.amount_text import movement_units_text, refund_units_text, with_asset
+from payments.models import Credit, PaymentRequest, Refund, RefundEvent, RefundStatus, UnexpectedOutflow
+from payments.review import payment_evidence
 from provisioning.models import Node, NodeEvent, NodeState
 
 S = OrderStatus
@@ -34,10 +40,37 @@ class Attention:
 KINDS = {
     "paid": "Paid, not prepared",
     "review": "Payment in review",
+    "extension_review": "Extension payment in review",
     "preparation_failed": "Preparation failed",
     "node": "Node out of sale",
     "outflow": "Unexpected outflow",
     "refund": "Refund to approve",
+    "refund_to_pay": "Refund approved, to pay",
+}
+
+OPERATORS, REVIEWERS, TREASURERS = (ROLES[role][0] for role in ("operator", "reviewer", "treasurer"))
+# Who acts on each kind: the permission its page asks for, and the role that holds it (core/roles.py).
+ACTORS = {
+    "paid": ("provisioning.prepare_order", OPERATORS),
+    "preparation_failed": ("provisioning.prepare_order", OPERATORS),
+    "node": ("provisioning.change_node", OPERATORS),
+    "outflow": ("provisioning.prepare_order", OPERATORS),  # acknowledged in the console
+    "review": ("payments.review_payment", REVIEWERS),
+    "extension_review": ("payments.review_payment", REVIEWERS),
+    "refund": ("payments.review_payment", REVIEWERS),
+    "refund_to_pay": ("payments.plan_treasury", TREASURERS),
+}
+
+# The admin start page's queue: for each kind, its heading (plural) and where the whole list of it is.
+QUEUE = {
+    "review": "Payments in review",
+    "extension_review": "Extension payments in review",
+    "refund": "Refunds to approve",
+    "paid": "Paid orders to prepare",
+    "preparation_failed": "Failed preparations",
+    "node": "Nodes out of sale",
+    "outflow": "Unexpected outflows",
+    "refund_to_pay": "Approved refunds to pay",
 }
 
 
@@ -47,19 +80,34 @@ def _entered(events, status_field: str, to: str) -> Subquery:
     return Subquery(latest, output_field=DateTimeField())
 
 
+def _with_evidence():  # noqa: ANN202 - a Prefetch of payments with their credits on the chain
+    credits = Credit.objects.on_chain().select_related("network", "asset")
+    return PaymentRequest.objects.select_related("asset").prefetch_related(
+        Prefetch("credits", queryset=credits, to_attr="shown")
+    )
+
+
+def _lots(order: Order) -> str:
+    return f"{order.lots} lot{'s' if order.lots != 1 else ''}, {order.duration_days} days"
+
+
 def needs_attention() -> list[Attention]:
     console = reverse("provisioning:console")
     items: list[Attention] = []
+    first_payments = Prefetch("payments", queryset=_with_evidence().filter(extension=None), to_attr=FIRST_PAYMENTS)
     for status, kind, anchor in (
         (S.PAID, "paid", "#waiting-title"),
         (S.NEEDS_REVIEW, "review", ""),
         (S.PREPARATION_FAILED, "preparation_failed", "#failed-title"),
     ):
         entered = _entered(OrderEvent.objects.filter(order=OuterRef("pk")), "to_status", status)
-        orders = Order.objects.filter(status=status)
-        for order in orders.annotate(since=Coalesce(entered, F("created_at"))):
-            link = console + anchor if anchor else _review_link(order)
-            detail = f"{order.lots} lot{'s' if order.lots != 1 else ''}, {order.duration_days} days"
+        orders = Order.objects.filter(status=status).annotate(since=Coalesce(entered, F("created_at")))
+        if kind == "review":
+            orders = orders.prefetch_related(first_payments)
+        for order in orders:
+            link, detail = console + anchor, _lots(order)
+            if kind == "review":
+                link, detail = _review(order, detail)
             items.append(Attention(kind, order.reference, detail, order.since, link))
     for state in (NodeState.FAILED, NodeState.MAINTENANCE):
         entered = _entered(NodeEvent.objects.filter(node=OuterRef("pk")), "to_state", state)
@@ -67,31 +115,96 @@ def needs_attention() -> list[Attention]:
             link = reverse("admin:provisioning_node_change", args=[node.pk])
             detail = f"{node.get_state_display()}: {node.state_reason[:200]}" if node.state_reason else node.state
             items.append(Attention("node", node.name, detail, node.since, link))
-    for outflow in UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True).select_related("payment__order"):
-        detail = f"{outflow.amount_base_units} base units to {outflow.to_address}, tx {outflow.tx_hash}"
+    unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
+    outflows = with_asset(unacknowledged).select_related("payment__order")
+    for outflow in outflows:
+        detail = f"{movement_units_text(outflow)} to {outflow.to_address}, tx {outflow.tx_hash}"
         items.append(Attention("outflow", outflow.payment.order.reference, detail, outflow.created_at,
                                console + "#outflows-title"))
     # An extension's payment in review: its order stays active meanwhile, so it is found by the extension.
     review = ExtensionStatus.NEEDS_REVIEW
     entered = _entered(ExtensionEvent.objects.filter(extension=OuterRef("pk")), "to_status", review)
-    extensions = Extension.objects.filter(status=review).select_related("order", "payment")
+    extensions = Extension.objects.filter(status=review).select_related("order").prefetch_related(
+        Prefetch("payment", queryset=_with_evidence())
+    )
     for extension in extensions.annotate(since=Coalesce(entered, F("created_at"))):
-        detail = f"extension of {extension.duration_days} days"
+        evidence = payment_evidence(extension.payment, extension.payment.shown)
+        detail = f"extension of {extension.duration_days} days; {evidence.text}"
         link = reverse("admin:payments_paymentrequest_change", args=[extension.payment.pk])
-        items.append(Attention("review", extension.order.reference, detail, extension.since, link))
-    pending = RefundStatus.PENDING_APPROVAL
-    entered = _entered(RefundEvent.objects.filter(refund=OuterRef("pk")), "to_status", pending)
-    refunds = Refund.objects.filter(status=pending).select_related("payment__order")
-    for refund in refunds.annotate(since=Coalesce(entered, F("created_at"))):
-        detail = f"{refund.get_reason_display()}: {refund.amount_base_units} base units {refund.symbol}".strip()
-        link = reverse("admin:payments_refund_change", args=[refund.pk])
-        items.append(Attention("refund", refund.payment.order.reference, detail, refund.since, link))
+        items.append(Attention("extension_review", extension.order.reference, detail, extension.since, link))
+    for status, kind in ((RefundStatus.PENDING_APPROVAL, "refund"), (RefundStatus.APPROVED, "refund_to_pay")):
+        entered = _entered(RefundEvent.objects.filter(refund=OuterRef("pk")), "to_status", status)
+        refunds = Refund.objects.filter(status=status).select_related("payment__order", "network")
+        for refund in refunds.annotate(since=Coalesce(entered, F("created_at"))):
+            detail = f"{refund.get_reason_display()}: {refund_units_text(refund)} on {refund.network.name}"
+            link = reverse("admin:payments_refund_change", args=[refund.pk])
+            items.append(Attention(kind, refund.payment.order.reference, detail, refund.since, link))
     return sorted(items, key=lambda item: item.since)
 
 
+def _review(order: Order, lots: str) -> tuple[str, str]:
+    """The link and the detail of an order in review: its first payment's page and evidence."""
+    try:
+        payment = order.payment
+    except Order.PaymentMissing:
+        return reverse("admin:shop_order_change", args=[order.pk]), lots
+    evidence = payment_evidence(payment, getattr(payment, "shown", None))
+    detail = f"{lots}; {payment.get_status_display().lower()}: {evidence.text}"
+    return reverse("admin:payments_paymentrequest_change", args=[payment.pk]), detail
 
-def _review_link(order: Order) -> str:
-    payment = getattr(order, "payment", None)
-    if payment is None:
-        return reverse("admin:shop_order_change", args=[order.pk])
-    return reverse("admin:payments_paymentrequest_change", args=[payment.pk])
+
+@dataclass
+class Waiting:
+    """One person's view of the list: what they can act on, and how much waits on others (by who acts)."""
+
+    mine: list[Attention]
+    others: dict[str, int] = field(default_factory=dict)  # role that acts -> how many items wait on it
+
+
+def attention_for(user, items: list[Attention] | None = None) -> Waiting:  # noqa: ANN001 - a user
+    """The items `user` can act on (their role's permissions), oldest first; the rest only counted."""
+    items = needs_attention() if items is None else items
+    waiting = Waiting(mine=[])
+    for item in items:
+        permission, role = ACTORS[item.kind]
+        if user.has_perm(permission):
+            waiting.mine.append(item)
+        else:
+            waiting.others[role] = waiting.others.get(role, 0) + 1
+    return waiting
+
+
+@dataclass(frozen=True)
+class QueueGroup:
+    kind: str
+    title: str
+    items: list[Attention]
+    more_link: str  # the whole list of this kind
+
+    @property
+    def count(self) -> int:
+        return len(self.items)
+
+
+def queue_for(user) -> list[QueueGroup]:  # noqa: ANN001 - a user
+    """The admin start page's queue: one group per kind the user acts on, in the order of QUEUE, each with
+    its count and its items oldest first (a role's groups are there with 0 too: nothing waits)."""
+    mine = attention_for(user).mine
+    payments = reverse("admin:payments_paymentrequest_changelist")
+    refunds = reverse("admin:payments_refund_changelist")
+    console = reverse("provisioning:console")
+    more = {
+        "review": f"{payments}?review=waiting",
+        "extension_review": f"{payments}?review=waiting",
+        "refund": f"{refunds}?status__exact={RefundStatus.PENDING_APPROVAL}",
+        "refund_to_pay": f"{refunds}?status__exact={RefundStatus.APPROVED}",
+        "paid": console + "#waiting-title",
+        "preparation_failed": console + "#failed-title",
+        "node": reverse("admin:provisioning_node_changelist"),
+        "outflow": console + "#outflows-title",
+    }
+    return [
+        QueueGroup(kind, title, [item for item in mine if item.kind == kind], more[kind])
+        for kind, title in QUEUE.items()
+        if user.has_perm(ACTORS[kind][0])
+    ]

@@ -275,3 +275,20 @@ def _preparation_failed(*, order: Order, runs: list[PreparationRun], now: dt.dat
     key_refused = any(run.status == RunStatus.REFUSED for run in runs)
     email_enqueue(order_id=order.pk, name="preparation_failed", params={"key_refused": key_refused})
     return S.PREPARATION_FAILED
+
+
+def preparation_stuck(*, order: Order, now: dt.datetime) -> bool:
+    """Whether the console offers "Restart what is stuck" on a preparing order: a run queued longer than
+    PREPARATION_STUCK_AFTER_SECONDS (its job never started), a run running that long with no live worker
+    (provisioning.claims), or every run ended while the order did not move on. Reads the prefetched runs."""
+    since = now - dt.timedelta(seconds=settings.PREPARATION_STUCK_AFTER_SECONDS)
+    runs = list(order.preparation_runs.all())
+    open_runs = [run for run in runs if run.status in OPEN_RUNS]
+    if not open_runs:
+        return order.updated_at < since
+    for run in open_runs:
+        if run.status == RunStatus.QUEUED and run.created_at < since:
+            return True
+        if run.status == RunStatus.RUNNING and run.started_at and run.started_at < since and run_orphaned(run, now=now):
+            return True
+    return False

@@ -7,15 +7,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from orders.models import Order, OrderStatus
 from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
-from provisioning.attention import KINDS, needs_attention
+from payments.amount_text import movement_units_text, with_asset
+from provisioning.attention import KINDS, attention_for
 from provisioning.models import Node, PreparationRun, RunStatus
 from provisioning.node_checks import RECHECKABLE, RecheckRefused, checks_latest, recheck_start
-from provisioning.prepare import PreparationError, preparation_start
+from provisioning.prepare import PreparationError, preparation_start, preparation_stuck
 
 OPERATOR = "provisioning.prepare_order"
 
@@ -24,7 +26,10 @@ OPERATOR = "provisioning.prepare_order"
 @permission_required(OPERATOR, raise_exception=True)
 def console(request: HttpRequest) -> HttpResponse:
     waiting = Order.objects.filter(status=OrderStatus.PAID).select_related("preparation").order_by("updated_at")
-    preparing = Order.objects.filter(status=OrderStatus.PREPARING).prefetch_related("preparation_runs__node")
+    preparing = list(Order.objects.filter(status=OrderStatus.PREPARING).prefetch_related("preparation_runs__node"))
+    now = timezone.now()
+    for order in preparing:  # "Restart what is stuck" only where something is
+        order.stuck = preparation_stuck(order=order, now=now)
     failed = Order.objects.filter(status=OrderStatus.PREPARATION_FAILED).prefetch_related("preparation_runs__node")
     active = Order.objects.filter(status=OrderStatus.ACTIVE).order_by("ends_at")[:50]
     nodes = list(Node.objects.all())
@@ -33,21 +38,26 @@ def console(request: HttpRequest) -> HttpResponse:
         node.latest_check = latest.get(node.pk)
         node.recheckable = node.state in RECHECKABLE
         node.latest_check_running = node.latest_check is not None and node.latest_check.finished_at is None
+    mine = attention_for(request.user)
+    unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
+    outflows = list(with_asset(unacknowledged).select_related("payment__order", "network"))
+    for outflow in outflows:
+        outflow.amount_text = movement_units_text(outflow)
     return render(
         request,
         "provisioning/console.html",
         {
-            # Everything that waits on a human, oldest first, with where it is handled (provisioning/attention.py).
-            "attention": [(KINDS[item.kind], item) for item in needs_attention()],
+            # What waits on this person's role, oldest first, with where it is handled; what waits on other roles
+            # is counted, with who acts on it (provisioning/attention.py).
+            "attention": [(KINDS[item.kind], item) for item in mine.mine],
+            "attention_others": sorted(mine.others.items()),
             "waiting": waiting,
             "preparing": preparing,
             "failed": failed,
             "active": active,
             "nodes": nodes,
             # Money that left a deposit address for neither a refund nor the treasury (payments/outflows.py).
-            "outflows": UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True).select_related(
-                "payment__order", "network"
-            ),
+            "outflows": outflows,
             "refresh_seconds": 5 if preparing or any(node.latest_check_running for node in nodes) else None,
         },
     )

@@ -11,7 +11,9 @@ from core.input_errors import OrderInputError
 from core.transition_event import TransitionNotAllowed
 from orders.models import FIRST_PAYMENTS, Duration, Extension, LotSpec, Order, OrderEvent, Preparation, Reservation
 from orders.orders import order_hold_extend
-from payments.models import PaymentRequest
+from payments.amount_text import payment_units_text
+from payments.models import Credit, PaymentRequest
+from payments.review import payment_evidence
 from shop.cancellation import order_cancel_with_refunds
 from shop.forms import EmailAddressField
 from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
@@ -62,20 +64,35 @@ class PaymentRequestInline(admin.StackedInline):
         "contract",
         "address",
         "derivation_index",
-        "amount_base_units",
+        "amount",
         "amount_usd",
         "usd_rate",
         "rate_as_of",
         "expires_at",
         "start_block",
         "status",
-        "received_base_units",
+        "received",
         "confirmations",
     )
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PaymentRequest]:
+        # Each payment's "received" is read from its credits (late money too): one query for all of them.
+        credits = Credit.objects.on_chain().select_related("network", "asset")
+        return super().get_queryset(request).select_related("asset").prefetch_related(
+            Prefetch("credits", queryset=credits, to_attr="shown")
+        )
+
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+    @admin.display(description="amount")
+    def amount(self, payment: PaymentRequest) -> str:
+        return payment_units_text(payment, payment.amount_base_units)
+
+    @admin.display(description="received (in its asset, late money too)")
+    def received(self, payment: PaymentRequest) -> str:
+        return payment_evidence(payment, getattr(payment, "shown", None)).received
 
 
 class ExtensionInline(ReadOnlyInline):

@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.email_address import EmailAddressInvalid, email_normalize
 from core.input_errors import OrderInputError
+from core.money_text import amount_l10n
 from orders.models import Duration, HypothesisKind, Preparation
 from orders.sshkeys import MAX_KEY_CHARS, looks_like_private_key
 from payments.models import Network
@@ -153,7 +154,10 @@ class ExtendForm(InputCheckMixin, forms.Form):
     def __init__(self, *args, durations: list[Duration], networks: list[Network], **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["duration_days"].choices = [
-            (d.days, _("%(days)s days, %(usd)s USD per lot") % {"days": d.days, "usd": d.price_per_lot_usd})
+            (
+                d.days,
+                _("%(days)s days, %(usd)s USD per lot") % {"days": d.days, "usd": amount_l10n(d.price_per_lot_usd, 2)},
+            )
             for d in durations
         ]
         _offer_payment_options(self.fields["payment_option"], networks)

@@ -14,9 +14,12 @@ it moves a number the customer sees.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from django.utils.dateparse import parse_datetime
 
 from core.prepared import CompiledRead, prepared_rows
 from orders.models import Extension, Order
@@ -98,6 +101,12 @@ class OrderVersion:
     def has(self, kind: str) -> bool:
         """Whether the order has any rows of that kind: `r` refunds, `e` extensions, `g` access, `m` manifest."""
         return kind in self.kinds
+
+    def deadlines_passed(self, now: dt.datetime) -> int:
+        """How many of the order's payment windows have ended by `now`: a page that offers a payment stops
+        offering it the moment its window ends, not when the next change or minute renews the kept page."""
+        ends = (parse_datetime(row[6]) for row in self.rows if row[0] == "p" and row[6])
+        return sum(1 for end in ends if end is not None and end <= now)
 
     def etag(self, *variant: str) -> str:
         """A weak validator: the same rows (and the same variant: language, page state) give the same body."""

@@ -1,16 +1,25 @@
 """The order's receipt: what was bought (the rental, then each applied extension), what paid for each on-chain,
-what went back, and when.
+the grand total per asset and in USD, what went back, and when.
 
 A receipt exists once the order was paid: its payment settled (confirmed in full, or accepted by a reviewer),
 or the order went on to be prepared. Before that there is nothing to show as paid.
+
+One receipt per order, numbered "R-" and the order's reference (`receipt_number`): it is brought up to date as
+extensions are applied and refunds sent, and keeps its number. It is shown in the language the customer chose
+(`receipt_language`), amounts are written in that language's format, and times are `<time>` elements that the
+page's script shows in the customer's own time zone (UTC, said so, without it).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.conf import settings
+from django.http import HttpRequest
+from django.utils.translation import get_supported_language_variant
+from django.utils.translation.trans_real import parse_accept_lang_header
 
 from orders.models import ExtensionStatus, Order, OrderStatus
 from payments.fields import format_units
@@ -26,14 +35,54 @@ def receipt_available(order: Order) -> bool:
     return order.status in PAID_STATUSES or (payment is not None and payment.settled_at is not None)
 
 
+def receipt_number(order: Order) -> str:
+    """"R-" and the order's reference (R-B2-7KQ4-M9PX): unique as the reference is, the same every time the
+    receipt is opened or printed (extensions and refunds update the receipt, not its number), nothing stored."""
+    return f"R-{order.reference}"
+
+
+def _language_named(code: str) -> str | None:
+    try:
+        return get_supported_language_variant(code)
+    except LookupError:
+        return None
+
+
+def receipt_language(request: HttpRequest, order: Order) -> str:
+    """The language the customer chose, as for every other page (LocaleMiddleware): the language switcher's
+    cookie, else the first language of the browser's (Accept-Language) that the shop has. The order's language
+    only where the request names none of the shop's languages (a mail client's bare request, a script)."""
+    cookie = request.COOKIES.get(settings.LANGUAGE_COOKIE_NAME)
+    if cookie and (language := _language_named(cookie)):
+        return language
+    for code, _quality in parse_accept_lang_header(request.headers.get("Accept-Language", "")):
+        if code == "*":
+            break
+        if language := _language_named(code):
+            return language
+    return order.language
+
+
 @dataclass(frozen=True)
 class Transfer:
-    """One on-chain transfer that paid the order."""
+    """One on-chain transfer that paid the order: its amount exact, in whole units (the page writes it in the
+    page's locale)."""
 
     tx_hash: str
     block_number: int
-    amount: str
+    amount: Decimal
+    symbol: str
     explorer_url: str
+
+
+@dataclass(frozen=True)
+class AssetTotal:
+    """What the order and its applied extensions were quoted in one asset (a token or coin on one network),
+    added up exactly in base units."""
+
+    symbol: str
+    network: str
+    amount: Decimal
 
 
 def _explorer(network_url: str, tx_hash: str) -> str:
@@ -47,7 +96,8 @@ def _transfers(payment: PaymentRequest) -> list[Transfer]:
         Transfer(
             tx_hash=credit.tx_hash,
             block_number=credit.block_number,
-            amount=f"{format_units(int(credit.amount_base_units), payment.decimals)} {payment.asset.symbol}",
+            amount=payment.whole_units(credit.amount_base_units),
+            symbol=payment.asset.symbol,
             explorer_url=_explorer(credit.network.explorer_tx_url, credit.tx_hash),
         )
         for credit in credits
@@ -70,12 +120,38 @@ def _extensions(order: Order) -> list[dict]:
     ]
 
 
+def _asset_totals(payments: list[PaymentRequest]) -> list[AssetTotal]:
+    """The quoted amounts added up per asset, in the order the assets were first used; never a sum across assets."""
+    units: dict[int, int] = {}
+    first: dict[int, PaymentRequest] = {}
+    for payment in payments:
+        units[payment.asset_id] = units.get(payment.asset_id, 0) + int(payment.amount_base_units)
+        first.setdefault(payment.asset_id, payment)
+    return [
+        AssetTotal(
+            symbol=first[asset].asset.symbol,
+            network=first[asset].asset.network.name,
+            amount=first[asset].whole_units(total),
+        )
+        for asset, total in units.items()
+    ]
+
+
+def _refund_amount(refund: Refund) -> Decimal | None:
+    """The refund in whole units; None for a token the shop does not know the decimals of (then its text)."""
+    if refund.decimals is None:
+        return None
+    return Decimal(format_units(int(refund.amount_base_units), refund.decimals))
+
+
 def order_receipt(order: Order) -> dict:
     """Everything the receipt shows, read once; the customer's name and email only while they are kept."""
     payment = PaymentRequest.objects.select_related("asset__network").filter(order=order, extension=None).first()
     # Every payment's refunds: the rental's and its extensions'.
     refunds = list(Refund.objects.filter(payment__order=order).select_related("network").order_by("created_at"))
+    extensions = _extensions(order)
     return {
+        "number": receipt_number(order),
         "seller": {
             "name": settings.SELLER_NAME,
             "address": settings.SELLER_ADDRESS,
@@ -86,10 +162,14 @@ def order_receipt(order: Order) -> dict:
         else {"name": order.full_name, "email": order.email},
         "payment": payment,
         "transfers": _transfers(payment) if payment else [],
-        "extensions": _extensions(order),
+        "extensions": extensions,
+        # The price of the rental and of every applied extension, and what each was quoted in
+        "total_usd": order.total_usd + sum((item["extension"].total_usd for item in extensions), Decimal(0)),
+        "asset_totals": _asset_totals(([payment] if payment else []) + [item["payment"] for item in extensions]),
         "refunds": [
             {
                 "refund": refund,
+                "amount": _refund_amount(refund),
                 "explorer_url": _explorer(refund.network.explorer_tx_url, refund.tx_hash),
             }
             for refund in refunds

@@ -5,6 +5,7 @@ The wizard keeps its answers in the session; nothing is stored or reserved until
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -15,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone, translation
+from django.utils.cache import patch_vary_headers
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
@@ -26,7 +28,7 @@ from orders.extensions import extension_refusal
 from orders.models import HypothesisKind, Order, OrderStatus, order_total_usd
 from orders.order_links import order_status_path
 from orders.orders import order_for_token
-from payments.models import Refund
+from payments.models import Network, Notice, PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.notices import payment_notice_submit
 from payments.refunds import refund_address_give
@@ -35,10 +37,11 @@ from shop.catalog import Catalog, catalog_current, catalog_data
 from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
 from shop.forms import ConfigureForm, ContactForm, ExtendForm, PaidForm, PaymentForm
 from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
+from shop.order_story import order_story, order_timeline, payable, refund_waiting_for_address
 from shop.order_version import OrderVersion, order_read, order_version_read
 from shop.order_view import order_representation
 from shop.placement import order_create
-from shop.receipt import order_receipt, receipt_available
+from shop.receipt import order_receipt, receipt_available, receipt_language
 
 WIZARD_KEY = "order_wizard"
 STATUS_REFRESH_SECONDS = 15
@@ -242,12 +245,19 @@ def order_review(request: HttpRequest) -> HttpResponse:
     context = _step_context(
         request, "review", None, errors=errors, error_steps=error_steps, hypothesis_label=_hypothesis_label(wizard)
     )
+    context["payment_network"] = _payment_network(wizard)
     return render(request, "shop/order_review.html", context, status=400 if errors else 200)
 
 
 def _hypothesis_label(wizard: dict[str, Any]) -> str:
     kind = wizard.get("hypothesis_kind")
     return HypothesisKind(kind).label if kind in HypothesisKind.values else ""
+
+
+def _payment_network(wizard: dict[str, Any]) -> Network | None:
+    """The chosen network as the catalog offers it: the review names it as customers know it ("Base"), not by
+    its slug. None once it is no longer offered (placing the order then says so)."""
+    return next((network for network in catalog_data().networks if network.slug == wizard.get("network")), None)
 
 
 def _order_or_404(reference: str, token: str) -> Order:
@@ -280,8 +290,10 @@ def _status_page(
     view = order_representation(order, token=token, request=request, version=version)
     qr_svg = payment_qr_svg(view["payment"]["uri"])
     open_extensions = [e for e in view["extensions"] if e["status"] in ("awaiting_payment", "payment_reported")]
+    now = timezone.now()
     for extension in open_extensions:
         extension["qr_svg"] = payment_qr_svg(extension["payment"]["uri"])
+        extension["payable"] = payable(extension["status"], extension["payment"], now)
     context = {
         "order": order,
         "view": view,
@@ -291,8 +303,8 @@ def _status_page(
         "total_usd": Decimal(view["total_usd"]),
         "paid_form": paid_form or PaidForm(),
         # The "Extend" form, while the rental runs (shown again with its errors after a refused POST).
-        "extend_form": extend_form or (_extend_form(order) if _extendable(order) else None),
-        "extensions_open": bool(open_extensions),  # one "I have paid" covers them all
+        # Not while an extension waits for its payment: one open quote at a time.
+        "extend_form": extend_form or (_extend_form(order) if _extendable(order) and not open_extensions else None),
         # (refund id, the address given, what is wrong with it): shown on that refund's field
         "refund_error": refund_error,
         "receipt_path": reverse("shop:order_receipt", kwargs={"reference": order.reference, "token": token})
@@ -301,10 +313,36 @@ def _status_page(
         "refresh_seconds": STATUS_REFRESH_SECONDS
         if view["payment"]["watching"] or order.status == OrderStatus.PREPARING
         else None,
-        "server_now": timezone.now().isoformat(),  # the countdown's clock; a kept page has a hole here
+        "server_now": now.isoformat(),  # the countdown's clock; a kept page has a hole here
+        **_story_context(order, view, now),
         **(holes or {}),
     }
     return render(request, "shop/order_status.html", context, status=status)
+
+
+def _story_context(order: Order, view: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
+    """The story the page leads with, the payment card or not, and the timeline (shop/order_story.py)."""
+    payment = view["payment"]
+    first_notice_at = None
+    if payment["notices"] and payment["status"] == PaymentStatus.PENDING:
+        first_notice_at = (
+            Notice.objects.filter(payment_id=order.payment.pk)
+            .order_by("created_at")
+            .values_list("created_at", flat=True)
+            .first()
+        )
+    runs = view["preparation_progress"]
+    return {
+        "story": order_story(order.status, payment, view["refunds"], now=now, first_notice_at=first_notice_at),
+        "payable": payable(order.status, payment, now),
+        "timeline": order_timeline(order.status, payment["status"]),
+        # An expired or cancelled order's address must not invite a transfer any more.
+        "show_address": order.status not in (OrderStatus.EXPIRED, OrderStatus.CANCELLED),
+        "refund_to_address": refund_waiting_for_address(view["refunds"]),
+        "new_order_url": reverse("shop:order_configure") + f"?lots={order.lots}",
+        "finality_minutes": max(1, round(payment["finality_wait_seconds"] / 60)),
+        "preparation_percent": round(sum(r["progress"] for r in runs) / len(runs)) if runs else None,
+    }
 
 
 # A page is the same for a minute at most, whatever else: what depends on the time (whether the rental can
@@ -323,18 +361,19 @@ def order_status(request: HttpRequest, reference: str, token: str) -> HttpRespon
         raise Http404
     if len(messages.get_messages(request)):  # a one-time message: rendered for this visit alone, never kept
         return _status_page(request, order_read(version), token, version=version)
-    language, minute = get_language(), str(int(timezone.now().timestamp()) // PAGE_VERSION_SECONDS)
-    catalog = _catalog_shown(version)
+    now = timezone.now()
+    language, minute = get_language(), str(int(now.timestamp()) // PAGE_VERSION_SECONDS)
+    catalog, ended = _catalog_shown(version), str(version.deadlines_passed(now))
 
     def etag() -> str:
         # The browser's copy holds forms whose tokens come from its CSRF secret: the same secret, the same copy
         # (the one this request came with, or the one its answer sets).
-        return version.etag("page", language, minute, catalog, request.META.get("CSRF_COOKIE", ""))
+        return version.etag("page", language, minute, catalog, ended, request.META.get("CSRF_COOKIE", ""))
 
     if etag_matches(request, etag()):
         return not_modified(etag())
     key = page_key(
-        "order", version.etag("page", language, minute, catalog), request.get_host(), request.get_full_path()
+        "order", version.etag("page", language, minute, catalog, ended), request.get_host(), request.get_full_path()
     )
     response = page_kept(
         request,
@@ -418,15 +457,21 @@ def refund_address(request: HttpRequest, reference: str, token: str, refund_id: 
 
 
 def order_receipt_page(request: HttpRequest, reference: str, token: str) -> HttpResponse:
-    """The printable receipt, in the order's language. Before the order is paid, a page saying so: a 200, not
-    a 404, which the rate limit would count as a guessed token (core/ratelimit.py)."""
+    """The printable receipt, in the language the customer chose (the order's where the request names none:
+    shop.receipt.receipt_language). Before the order is paid, a page saying so: a 200, not a 404, which the rate
+    limit would count as a guessed token (core/ratelimit.py)."""
     order = _order_or_404(reference, token)
     status_path = order_status_path(order)
-    with translation.override(order.language):
+    language = receipt_language(request, order)
+    with translation.override(language):
         if not receipt_available(order):
-            return render(request, "shop/receipt_none.html", {"order": order, "status_path": status_path})
-        context = {"order": order, "receipt": order_receipt(order), "status_path": status_path}
-        return render(request, "shop/receipt.html", context)
+            response = render(request, "shop/receipt_none.html", {"order": order, "status_path": status_path})
+        else:
+            context = {"order": order, "receipt": order_receipt(order), "status_path": status_path}
+            response = render(request, "shop/receipt.html", context)
+    response["Content-Language"] = language
+    patch_vary_headers(response, ("Cookie", "Accept-Language"))
+    return response
 
 
 def order_manifest(request: HttpRequest, reference: str, token: str) -> JsonResponse:

@@ -117,7 +117,7 @@ TEMPLATES = [
         "APP_DIRS": True,
         "OPTIONS": {
             # `{% load js_text %}`: texts for the progressive-enhancement scripts (static/js/).
-            "libraries": {"js_text": "core.js_text"},
+            "libraries": {"js_text": "core.js_text", "money_text": "core.money_text"},
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.template.context_processors.i18n",

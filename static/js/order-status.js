@@ -44,14 +44,28 @@
 
   /* ---- Countdown ---- */
 
-  function countdown() {
-    const holder = document.querySelector("[data-countdown-to]");
-    if (!holder) return;
+  /** A countdown under each payment card's deadline. When it ends, the card stops offering the payment at
+   * once (no address or QR to send to a closed quote) and says what happens next; the server shows the
+   * order's new state on the next answer. */
+  function countdowns() {
+    document.querySelectorAll("[data-countdown-to]").forEach(countdown);
+  }
+
+  function windowEnded(holder) {
+    const card = holder.closest("[data-pay-card]");
+    if (!card) return;
+    const payable = card.querySelector(".pay-card__payable");
+    const ended = card.querySelector(".pay-card__ended");
+    if (payable) payable.hidden = true;
+    if (ended) ended.hidden = false;
+  }
+
+  function countdown(holder, index) {
     const deadline = shop.parseIso(holder.dataset.countdownTo);
     if (Number.isNaN(deadline)) return;
     const timer = document.createElement("p");
     timer.className = "countdown";
-    timer.id = "payment-countdown";
+    timer.id = index ? `payment-countdown-${index + 1}` : "payment-countdown";
     timer.setAttribute("role", "timer"); // not announced every second; the text is there when asked for
     holder.after(timer);
 
@@ -60,6 +74,7 @@
       if (left <= 0) {
         timer.textContent = holder.dataset.countdownEnded;
         timer.classList.add("countdown--ended");
+        windowEnded(holder);
         return;
       }
       timer.textContent = shop.fill(holder.dataset.countdownText, {
@@ -251,6 +266,6 @@
     schedule();
   }
 
-  countdown();
+  countdowns();
   poll();
 })();

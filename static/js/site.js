@@ -196,7 +196,10 @@
   }
 
   function copyValue(field) {
-    const text = field.tagName === "INPUT" || field.tagName === "TEXTAREA" ? field.value : field.textContent.trim();
+    // data-copy-value: what a wallet accepts ("899.00", the address without its gaps) where the page shows
+    // the text for people (the locale's "899,00", the address in groups).
+    const shown = field.tagName === "INPUT" || field.tagName === "TEXTAREA" ? field.value : field.textContent.trim();
+    const text = field.dataset.copyValue || shown;
     if (navigator.clipboard && window.isSecureContext) {
       return navigator.clipboard.writeText(text).then(
         () => true,

@@ -1,5 +1,6 @@
-"""What every page of the journey goes through: a screenshot, axe-core (accessibility) and, once per module,
-the Nu HTML checker (vnu.jar) over the HTML the browser rendered."""
+"""What every page of the journey goes through, as shown at 1280 px, on a phone (390×844) and on a phone in
+dark mode: a screenshot and axe-core (accessibility) in each, whether the phone has to scroll sideways, and,
+once per module, the Nu HTML checker (vnu.jar) over the HTML the browser rendered."""
 
 from __future__ import annotations
 
@@ -33,7 +34,32 @@ VNU = ROOT / "node_modules" / "vnu-jar" / "build" / "dist" / "vnu.jar"
 DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
 WRITE_DOCS_SCREENSHOTS = os.environ.get("SCREENSHOTS") == "docs"
 VIEWPORT = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}  # an iPhone 12 to 15 in CSS pixels: the issue's phone
+# Each page as a desktop shows it, as a phone shows it, and as a phone in dark mode shows it: the suffix names
+# the variant's screenshot and findings.
+VARIANTS = (("", VIEWPORT, "light"), ("-390", PHONE, "light"), ("-390-dark", PHONE, "dark"))
 BLOCKING_IMPACTS = ("serious", "critical")
+NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+# The elements that stick out past the phone's right edge (outside any box that scrolls them itself), deepest
+# first: what makes the whole page scroll sideways.
+WIDER_THAN_THE_VIEWPORT = """() => {
+  const edge = document.documentElement.clientWidth + 1;
+  const scrolls = el => el !== document.documentElement && el !== document.body
+    && ["auto", "scroll", "hidden", "clip"].includes(getComputedStyle(el).overflowX);
+  const name = el => el.tagName.toLowerCase() + (el.id ? "#" + el.id : "")
+    + [...el.classList].map(c => "." + c).join("");
+  const found = [];
+  for (const el of document.body.querySelectorAll("*")) {
+    const box = el.getBoundingClientRect();
+    if (box.right <= edge || box.width === 0) continue;
+    let inside = false;
+    for (let up = el.parentElement; up; up = up.parentElement) if (scrolls(up)) { inside = true; break; }
+    if (inside) continue;
+    if ([...el.children].some(child => child.getBoundingClientRect().right > edge)) continue;
+    found.push(`${name(el)} (right edge at ${Math.round(box.right)} px)`);
+  }
+  return {width: document.documentElement.scrollWidth, culprits: found.slice(0, 8)};
+}"""
 
 
 def chromium_missing() -> None:
@@ -66,14 +92,39 @@ class PageChecks:
     axe_findings: dict[str, str] = field(default_factory=dict)  # page name -> its serious/critical violations
 
     def __call__(self, page, name: str) -> None:
-        """`name` is `<lang>-<nn>-<step>`: the screenshot's and the saved HTML's name."""
+        """`name` is `<lang>-<nn>-<step>`: the screenshots' (`<name>.png`, `<name>-390.png`,
+        `<name>-390-dark.png`) and the saved HTML's name. The page is shown in each variant in place (no reload:
+        a new viewport or colour scheme lays it out again) and left as it was, for the journey to go on."""
         page.wait_for_load_state("load")
         folder = DOCS_SCREENSHOTS if WRITE_DOCS_SCREENSHOTS else self.html_dir
         folder.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
         html = self.html_dir / f"{name}.html"
-        html.write_text(page.content(), encoding="utf-8")
+        html.write_text(page.content(), encoding="utf-8")  # one copy for the Nu checker: the HTML is the same
         self.pages[html] = page.url
+        viewport = page.viewport_size
+        scheme = "dark" if page.evaluate("() => matchMedia('(prefers-color-scheme: dark)').matches") else "light"
+        try:
+            for suffix, size, color_scheme in VARIANTS:
+                self._check_variant(page, f"{name}{suffix}", folder, size, color_scheme)
+        finally:
+            page.set_viewport_size(viewport)
+            page.emulate_media(color_scheme=scheme)
+            page.evaluate(NEXT_FRAME)
+
+    def _check_variant(self, page, name: str, folder: Path, size: dict, color_scheme: str) -> None:
+        if page.viewport_size != size:
+            page.set_viewport_size(size)
+        page.emulate_media(color_scheme=color_scheme)
+        page.evaluate(NEXT_FRAME)
+        if size == PHONE and color_scheme == "light":  # dark mode lays the page out the same
+            wide = page.evaluate(WIDER_THAN_THE_VIEWPORT)
+            if wide["width"] > PHONE["width"] + 1:
+                culprits = "".join(f"\n    {culprit}" for culprit in wide["culprits"])
+                self.axe_findings[f"{name} wider than the phone"] = (
+                    f"{page.url}\n- the page is {wide['width']} px wide on a {PHONE['width']} px phone "
+                    f"(it scrolls sideways); sticking out:{culprits}"
+                )
+        page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
         self.axe_checked.append(name)
         violations = axe_violations(page)
         if violations:

@@ -35,7 +35,7 @@ def test_a_quote_starts_watching_at_the_chains_current_height(anvil, local_eth):
     quote = quote_prepare(asset=local_eth, amount_usd=Decimal("1990.00"))
 
     assert quote.start_block == height
-    assert quote.amount_base_units == 663_333_333_333_333_334  # 1990 USD at the local 3000 USD/ETH
+    assert quote.amount_base_units == 663_334 * 10**12  # 1990 USD at the local 3000 USD/ETH, six digits up
     anvil.mine(2)
     cache.clear()  # seconds later: that reading has aged out (reuse within seconds: tests/payments/test_start_block.py)
     assert quote_prepare(asset=local_eth, amount_usd=Decimal("1990.00")).start_block == height + 2

@@ -31,7 +31,7 @@ def test_a_stablecoin_order_asks_for_the_same_plain_amount_everywhere(
     assert f"Send exactly {amount} USDC" in email.alternatives[0].content
 
 
-def test_a_native_coin_order_asks_for_the_same_exact_amount_everywhere(
+def test_a_native_coin_order_asks_for_the_same_wallet_friendly_amount_everywhere(
     anvil, client, make_node, order_payload, django_capture_on_commit_callbacks
 ):
     make_node()
@@ -41,10 +41,13 @@ def test_a_native_coin_order_asks_for_the_same_exact_amount_everywhere(
 
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["payment"]["amount"] == "0.663333333333333334"  # 1990 USD at the local 3000 USD/ETH, rounded up
-    assert str(PaymentRequest.objects.get(order__reference=body["reference"]).amount) == "0.663333333333333334"
+    # 1990 USD at the local 3000 USD/ETH (0.66333...) rounded up to six significant digits
+    assert body["payment"]["amount"] == "0.663334"
+    assert body["payment"]["amount_base_units"] == "663334000000000000"
+    assert body["payment"]["uri"].endswith("?value=663334000000000000")
+    assert str(PaymentRequest.objects.get(order__reference=body["reference"]).amount) == "0.663334"
     (email,) = mail.outbox
-    assert "Send exactly 0.663333333333333334 ETH" in email.body
+    assert "Send exactly 0.663334 ETH" in email.body
 
 
 @pytest.mark.parametrize(("asset", "duration_days"), [("ETH", 7), ("ETH", 3), ("USDC", 30)])

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from unittest import mock
 
 import pytest
 from Crypto.Hash import keccak
 from django.utils import timezone
 
+from payments.checkout import quote_prepare
 from payments.models import Asset, Network, Rate
 from payments.quotes import QuoteError, UsdRate, eip681_uri, format_units, to_base_units, usd_rate
 
@@ -84,14 +86,71 @@ def test_an_eighteen_decimal_stablecoin_amount_is_exact():
     assert to_base_units(Decimal("7900.00") * 64, STABLE, 18) == 505_600 * 10**18
 
 
+def test_a_stablecoin_amount_keeps_every_cent_however_many_digits():
+    """1:1 amounts are never rounded to six significant digits: 505,600.01 USD is 505600.01 USDC."""
+    assert format_units(to_base_units(Decimal("505600.01"), STABLE, 6), 6) == "505600.01"
+    assert format_units(to_base_units(Decimal("899.00"), STABLE, 18), 18) == "899"
+
+
 def test_a_native_coin_amount_is_rounded_up_so_the_quote_never_falls_short():
     rate = UsdRate(Decimal("3000"), timezone.now())
 
     wei = to_base_units(Decimal("1990.00"), rate, 18)
 
-    assert wei == 663_333_333_333_333_334  # 663333333333333333.33... rounded up
+    assert wei == 663_334 * 10**12  # 0.663333333333333333.33... ETH rounded up to 0.663334 ETH
     assert wei * 3000 >= 1990 * 10**18
-    assert (wei - 1) * 3000 < 1990 * 10**18
+
+
+@pytest.mark.parametrize(
+    ("usd", "usd_per_unit", "decimals", "amount"),
+    [
+        ("899.00", "3000", 18, "0.299667"),  # 0.29966666666666666666...: what a wallet cannot send exactly
+        ("1.23456789", "1.00000001", 18, "1.23457"),  # 1.2345678776543212...: six significant digits, up
+        ("1990.00", "3000", 18, "0.663334"),
+        ("1000", "4000", 18, "0.25"),  # already short: unchanged
+        ("505600.00", "0.00001234", 18, "40972500000"),  # 40,972,447,325.77...: a cheap coin, big amount
+        ("0.01", "123456.789", 18, "0.0000000810001"),  # 8.100000737...e-8: small amounts keep six digits too
+        ("999.9999", "1.0000001", 18, "1000"),  # 999.99980...: the carry gives fewer digits, never more
+        ("1990.00", "3000", 4, "0.6634"),  # never more decimals than the asset has
+        ("1990.00", "3000", 0, "1"),
+    ],
+)
+def test_a_rate_priced_amount_is_rounded_up_to_six_significant_digits(usd, usd_per_unit, decimals, amount):
+    rate = UsdRate(Decimal(usd_per_unit), timezone.now())
+
+    units = to_base_units(Decimal(usd), rate, decimals)
+
+    assert format_units(units, decimals) == amount
+    # Never short of the price, and no more than one step of the sixth digit (or one base unit) over it
+    exact = Decimal(usd) / Decimal(usd_per_unit)
+    assert Decimal(units).scaleb(-decimals) >= exact
+    step = max(Decimal(1).scaleb(exact.adjusted() - 5), Decimal(1).scaleb(-decimals))
+    assert Decimal(units).scaleb(-decimals) - exact < step
+    digits = str(units).rstrip("0")
+    assert len(digits) <= 6
+
+
+def test_a_native_coin_quote_is_the_rounded_amount_the_link_carries(db):
+    """The rounded amount is the quote: what is stored (and the scan compares), shown and put in the link."""
+    eth = Asset.objects.get(network__slug="ethereum", symbol="ETH")
+    Rate.objects.create(asset=eth, usd_per_unit=Decimal("3000"), as_of=timezone.now(), source="staff")
+
+    with mock.patch("payments.checkout.start_block", return_value=1):
+        quote = quote_prepare(asset=eth, amount_usd=Decimal("899.00"))
+
+    assert quote.amount_base_units == 299_667 * 10**12
+    assert format_units(quote.amount_base_units, 18) == "0.299667"
+    uri = eip681_uri(contract=None, chain_id=1, address=TO, base_units=quote.amount_base_units)
+    assert uri == f"ethereum:{TO}@1?value=299667000000000000"
+
+
+def test_a_stablecoin_quote_stays_exact(db):
+    usdc = Asset.objects.get(network__slug="base", symbol="USDC")
+
+    with mock.patch("payments.checkout.start_block", return_value=1):
+        quote = quote_prepare(asset=usdc, amount_usd=Decimal("899.00"))
+
+    assert quote.amount_base_units == 899_000_000
 
 
 def test_amounts_are_written_exactly_in_whole_units():
@@ -104,9 +163,10 @@ def test_amounts_are_written_exactly_in_whole_units():
 
 
 def test_the_largest_order_in_a_cheap_coin_is_written_exactly():
-    """64 lots for 30 days in a coin at 0.00001234 USD: a 29-digit amount of base units, shown to the last unit."""
-    wei = to_base_units(Decimal("7900.00") * 64, UsdRate(Decimal("0.00001234"), timezone.now()), 18)
-    assert len(str(wei)) == 29
+    """64 lots for 30 days in a coin at 0.00001234 USD: a 29-digit amount of base units, shown to the last unit
+    (the quote is rounded to six significant digits; a transfer received can have all 29)."""
+    wei = 40_972_447_325_769_854_132_901_134_522
+    assert to_base_units(Decimal("7900.00") * 64, UsdRate(Decimal("0.00001234"), timezone.now()), 18) == 409_725 * 10**23
 
     written = format_units(wei, 18)
 
@@ -175,7 +235,7 @@ def test_the_local_chain_falls_back_to_the_development_rate(db, settings):
     now = timezone.now()
 
     assert usd_rate(local_eth, now=now) == UsdRate(Decimal("2000"), now)
-    assert to_base_units(Decimal("1990.00"), usd_rate(local_eth, now=now), 18) == 995 * 10**15
+    assert to_base_units(Decimal("1990.00"), usd_rate(local_eth, now=now), 18) == 995 * 10**15  # 0.995: exact
 
 
 def test_a_token_payment_link_is_an_eip681_transfer_call():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 from urllib.parse import urlsplit
 
 import pytest
@@ -112,7 +112,7 @@ def test_placing_an_order_answers_201_with_every_field_of_the_contract(make_node
     assert before + dt.timedelta(minutes=30) <= expires_at <= after + dt.timedelta(minutes=30)
 
 
-def test_the_amount_is_exact_and_covers_the_price(make_node, place_order):
+def test_the_amount_is_wallet_friendly_and_covers_the_price(make_node, place_order):
     # Given a free lot, and the local chain's ether priced at the development rate
     make_node()
     rate = Decimal(settings.DEV_NATIVE_USD_RATE)
@@ -124,9 +124,11 @@ def test_the_amount_is_exact_and_covers_the_price(make_node, place_order):
     assert re.fullmatch(r"[0-9]+", payment["amount_base_units"])
     units = int(payment["amount_base_units"])
     assert Decimal(payment["amount"]) == Decimal(units).scaleb(-18)
-    # And it is the price rounded up to the next wei: never short, at most one wei over
-    assert units == int((PRICE_7_DAYS / rate * 10**18).to_integral_value(rounding=ROUND_CEILING))
-    assert Decimal(units).scaleb(-18) * rate >= PRICE_7_DAYS
+    # And it is the price rounded up to six significant digits: never short, at most one step of the sixth over
+    exact = PRICE_7_DAYS / rate
+    assert Decimal(units).scaleb(-18) >= exact
+    assert Decimal(units).scaleb(-18) - exact < Decimal(1).scaleb(exact.adjusted() - 5)
+    assert len(str(units).rstrip("0")) <= 6
     # And the EIP-681 link carries the address, the chain and the amount in wei
     assert payment["uri"] == f"ethereum:{payment['address']}@31337?value={units}"
 
@@ -175,13 +177,14 @@ def test_a_wrong_token_a_missing_token_and_an_unknown_reference_all_look_the_sam
     assert len({answer.content for answer in answers}) == 1
 
 
-def test_the_amount_read_back_is_the_amount_quoted_to_the_wei(api_client, make_node, place_order):
-    # Given an order whose ether amount has 18 significant digits
+def test_the_amount_read_back_is_the_amount_quoted_to_the_wei(api_client, make_node, place_order, settings):
+    # Given an order in ether (0.663334 ETH: 1990 USD at the development rate, rounded up to six digits)
     make_node()
     placed = place_order(lots=1, duration_days=7)
-    assert len(placed["payment"]["amount_base_units"].strip("0")) > 15
+    assert placed["payment"]["amount_base_units"] == "663334000000000000"
 
-    # When it is read back later
+    # When it is read back later, after the rate moved
+    settings.DEV_NATIVE_USD_RATE = "2999.5"
     payment = read_order(api_client, placed["reference"], placed["access_token"]).json()["payment"]
 
     # Then the customer is asked for the very amount quoted at placement, not a rounded one

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 
 import pytest
 from django.conf import settings
@@ -277,17 +277,18 @@ def test_the_review_step_places_the_order_and_opens_its_status_page(anvil, clien
     assertContains(page, order.reference)
 
 
-def test_the_status_page_asks_for_the_price_to_the_wei(anvil, client, make_node, ssh_public_key):
+def test_the_status_page_asks_for_the_wallet_friendly_price(anvil, client, make_node, ssh_public_key):
     # Given one lot for 7 days (1,990 USD) placed through the wizard, in ether at the development rate
     make_node()
     walk_to_review(client, ssh_public_key)
     location = client.post("/order/review/")["Location"]
-    wei = int((Decimal("1990") / Decimal(settings.DEV_NATIVE_USD_RATE) * 10**18).to_integral_value(ROUND_CEILING))
+    assert settings.DEV_NATIVE_USD_RATE == "3000"
+    wei = 663_334 * 10**12  # 0.66333... ETH rounded up to six significant digits
 
     # When its status page is opened
     page = client.get(location)
 
-    # Then it asks for the price converted to ether and rounded up to the next wei, digit for digit
+    # Then it asks for the price converted to ether, rounded up to six significant digits, digit for digit
     assertContains(page, f'<code class="amount">{format_units(wei, 18)}</code> ETH')
     assertContains(page, f"In base units: {wei}.")
 

@@ -1,0 +1,17 @@
+"""`{% staff_queue as queue %}`: the admin start page's queue for the signed-in person (provisioning/attention.py)."""
+
+from __future__ import annotations
+
+from django import template
+
+from provisioning.attention import QueueGroup, queue_for
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def staff_queue(context: template.Context) -> list[QueueGroup]:
+    request = context.get("request")
+    if request is None or not request.user.is_authenticated:
+        return []
+    return queue_for(request.user)

@@ -1,0 +1,81 @@
+"""Amounts as staff read them (the admin, the console, needs attention): whole units with at least two decimals
+and the symbol, '899.00 USDC' (core.amounts.units_text), never base units alone. Only a token the shop does not
+sell, whose decimals nobody recorded, is written in base units, and then says which token."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from django.db.models import Model, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce, Lower
+
+from core.amounts import units_text
+from payments.models import Asset, Credit, PaymentRequest, Refund
+
+M = TypeVar("M", bound=Model)
+
+
+def unknown_token_text(base_units: int, contract: str) -> str:
+    return f"{int(base_units)} base units of token {contract or '(coin)'}"
+
+
+def payment_units_text(payment: PaymentRequest, base_units: Any) -> str:
+    """An amount in the payment's own asset (its frozen decimals, its asset's symbol)."""
+    return units_text(int(base_units), payment.decimals, payment.asset.symbol)
+
+
+def credit_units_text(credit: Credit) -> str:
+    if credit.asset is None:
+        return unknown_token_text(int(credit.amount_base_units), credit.token_contract)
+    return units_text(int(credit.amount_base_units), credit.asset.decimals, credit.asset.symbol)
+
+
+def refund_units_text(refund: Refund) -> str:
+    if refund.decimals is None:
+        return unknown_token_text(int(refund.amount_base_units), refund.token_contract)
+    return units_text(int(refund.amount_base_units), refund.decimals, refund.symbol)
+
+
+def asset_units_text(base_units: Any, asset: Asset | None, contract: str) -> str:
+    """An amount of a movement that names its token by contract (a sweep, an unexpected outflow): `asset` is
+    the shop's asset for that contract on that chain, if it sells one (assets_by_contract)."""
+    if asset is None:
+        return unknown_token_text(int(base_units), contract)
+    return units_text(int(base_units), asset.decimals, asset.symbol)
+
+
+def with_asset(queryset: QuerySet[M]) -> QuerySet[M]:
+    """Rows with a `network` and a `token_contract` (sweeps, unexpected outflows), each annotated with the
+    shop's asset for that token (`asset_symbol`, `asset_decimals`; None for a token it does not sell): in the
+    same query, whatever the number of rows."""
+    assets = Asset.objects.annotate(key=Lower(Coalesce("contract", Value("")))).filter(
+        network=OuterRef("network"), key=Lower(OuterRef("token_contract"))
+    )
+    return queryset.annotate(
+        asset_symbol=Subquery(assets.values("symbol")[:1]), asset_decimals=Subquery(assets.values("decimals")[:1])
+    )
+
+
+def movement_units_text(row: Any) -> str:
+    """The amount of a row annotated by with_asset."""
+    decimals = getattr(row, "asset_decimals", None)
+    if decimals is None:
+        return unknown_token_text(int(row.amount_base_units), row.token_contract)
+    return units_text(int(row.amount_base_units), decimals, row.asset_symbol)
+
+
+def assets_by_contract() -> dict[tuple[int, str], Asset]:
+    """Every asset the shop sells, by (chain id, lower-case contract; '' for the coin)."""
+    return {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
+
+
+def due_text(entries: list[dict[str, Any]]) -> str:
+    """A payment's refunds due (payments/refunds_due.py), each in its own asset: '2.50 USDC on local, ...'."""
+    parts = []
+    for entry in entries:
+        if entry["decimals"] is None:
+            parts.append(f"{unknown_token_text(int(entry['base_units']), entry['contract'])} on {entry['network']}")
+        else:
+            amount = units_text(int(entry["base_units"]), entry["decimals"], entry["asset"] or "")
+            parts.append(f"{amount} on {entry['network']}")
+    return ", ".join(parts) or "nothing"

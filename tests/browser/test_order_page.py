@@ -1,0 +1,257 @@
+"""The order page where customers pay: on a phone next to a wallet app (390×844), in English, Spanish and French.
+
+An unpaid order's first screen holds the payment card (amount, address, QR, "I have paid"); the address is shown
+whole, in groups, and copied without the gaps; amounts follow the page's locale and are copied as wallets take
+them. Each state tells one story with its next action: the window ending (the card goes at once), an expired
+order (start a new one), "I have paid" with nothing found after a few minutes (check the network and the
+address), a wrong token (give the refund address)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.utils import timezone, translation
+from django.utils.formats import number_format
+from django.utils.translation import gettext
+
+from tests.browser.checks import vnu_errors, vnu_missing
+from tests.browser.conftest import TIME_ZONES
+
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+PHONE = {"width": 390, "height": 844}
+LANGUAGES = ["en", "es", "fr"]
+
+
+@pytest.fixture
+def phone(browser, live_server):
+    """A phone's browser in the customer's language: 390×844, touch, the language's locale and time zone."""
+    contexts = []
+
+    def open_(language: str):
+        context = browser.new_context(
+            base_url=live_server.url,
+            viewport=PHONE,
+            is_mobile=True,
+            has_touch=True,
+            locale=language,
+            timezone_id=TIME_ZONES[language],
+            extra_http_headers={"Accept-Language": f"{language},en;q=0.5"},
+            bypass_csp=True,  # axe-core is injected
+        )
+        context.grant_permissions(["clipboard-read", "clipboard-write"])
+        context.set_default_timeout(30_000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_
+    for context in contexts:
+        context.close()
+
+
+def place(shop, order_payload, *, asset: str = "USDC", language: str = "en") -> dict:
+    """An order placed through the API, as a customer's browser would: the answer carries the private link."""
+    answer = Client().post(
+        "/api/v1/orders/",
+        {**order_payload, "asset": asset, "ssh_public_key": shop.customer_public_key, "language": language},
+        content_type="application/json",
+    )
+    assert answer.status_code == 201, answer.content
+    return answer.json()
+
+
+def path_of(placed: dict) -> str:
+    return "/" + placed["status_url"].split("://", 1)[1].split("/", 1)[1]
+
+
+def payment_of(placed: dict):
+    from payments.models import PaymentRequest
+
+    return PaymentRequest.objects.select_related("asset__network").get(
+        order__reference=placed["reference"], extension=None
+    )
+
+
+def bottom_of(page, selector: str) -> float:
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None, f"{selector} is not shown"
+    return box["y"] + box["height"]
+
+
+def copied_by(page, button) -> str:
+    button.click()
+    return page.evaluate("() => navigator.clipboard.readText()")
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_an_unpaid_order_on_a_phone_shows_the_whole_payment_on_its_first_screen(
+    phone, page_checks, shop, order_payload, language
+):
+    placed = place(shop, order_payload, asset="ETH", language=language)
+    payment = payment_of(placed)
+    page = phone(language)
+    try:
+        # Given the order's page opened on a phone
+        page.goto(path_of(placed))
+        page.locator("[data-pay-card]").wait_for()
+        page_checks(page, f"{language}-order-01-phone-card")
+
+        # Then the amount, the address, the QR code and "I have paid" are on the first screen (844 px)
+        page.evaluate("() => window.scrollTo(0, 0)")
+        for what in ("#pay-amount", "#pay-address", "#pay-card .qr", "#pay-card .paid-button"):
+            assert bottom_of(page, what) <= PHONE["height"], f"{what} is below the first screen of a phone"
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+
+        # And the address is shown whole, in groups of four, its two ends marked
+        address = page.locator("#pay-address")
+        assert address.inner_text().replace(" ", "").replace("\n", "") == payment.address
+        groups = address.locator(".address__group").all_inner_texts()
+        assert groups[0] == "0x" and all(len(g) == 4 for g in groups[1:]) and "".join(groups) == payment.address
+        assert address.locator(".address__group--end").all_inner_texts() == [groups[1], groups[-1]]
+        box = address.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], "the address runs off the screen"
+
+        # And the copy buttons copy what a wallet takes: the address without gaps, the amount with a point
+        card = page.locator("#pay-card")
+        assert copied_by(page, card.locator(".copy-button").nth(1)) == payment.address
+        amount_text = str(payment.amount)
+        assert copied_by(page, card.locator(".copy-button").first) == amount_text
+
+        # And the amount is written in the page's language, rounded to what a wallet can send
+        with translation.override(language):
+            shown = number_format(Decimal(amount_text), use_l10n=True, force_grouping=True)
+        assert page.locator("#pay-amount").inner_text() == shown
+        fraction = amount_text.partition(".")[2]
+        assert len(fraction.lstrip("0")) <= 6, f"{amount_text} ETH is more precise than wallets send"
+    except Exception:
+        page_checks.failure(page, f"{language}-order-phone-failure")
+        raise
+
+
+def test_when_the_window_ends_the_card_goes_at_once_and_an_expired_order_offers_a_new_one(
+    phone, page_checks, shop, order_payload
+):
+    from orders.orders import orders_expire_overdue
+    from payments.models import PaymentRequest
+
+    placed = place(shop, order_payload)
+    payment = payment_of(placed)
+    PaymentRequest.objects.filter(pk=payment.pk).update(expires_at=timezone.now() + dt.timedelta(seconds=4))
+    page = phone("en")
+    try:
+        # Given the order page a few seconds before the window ends
+        page.goto(path_of(placed))
+        page.locator("#pay-card .pay-card__payable").wait_for()
+
+        # When the countdown reaches zero, the card stops offering the payment at once, before the server acts
+        page.locator("#pay-card .pay-card__ended").wait_for(timeout=15_000)
+        assert not page.locator("#pay-card .pay-card__payable").is_visible()
+        page_checks(page, "en-order-02-window-ended")
+
+        # And the server's page says the same without the card, until the order expires
+        page.reload()
+        assert page.locator("[data-story=window_ended]").is_visible()
+        assert page.locator("[data-pay-card]").count() == 0
+
+        # When the order expires (its lots were held as long as the quote was first given: the beat task runs
+        # after that)
+        assert orders_expire_overdue(now=timezone.now() + dt.timedelta(hours=3)) == 1
+        page.reload()
+
+        # Then one story: expired, with the way to start again; no address, QR, badge or "I have paid"
+        story = page.locator("[data-story=expired]")
+        assert story.is_visible()
+        new_order = story.get_by_role("link", name="Start a new order")
+        assert new_order.get_attribute("href").endswith(f"/order/?lots={order_payload['lots']}")
+        main = page.locator("main").inner_text()
+        assert payment.address not in main.replace(" ", "").replace("\n", "")
+        assert page.locator(".qr, form.paid-form, .status--pending, #order-timeline").count() == 0
+        page_checks(page, "en-order-03-expired")
+        new_order.click()
+        page.wait_for_url("**/order/?lots=*")
+    except Exception:
+        page_checks.failure(page, "en-order-expiry-failure")
+        raise
+
+
+def test_i_have_paid_with_nothing_sent_asks_to_check_the_network_after_a_few_minutes(
+    phone, page_checks, shop, order_payload
+):
+    from payments.models import Notice
+
+    placed = place(shop, order_payload, language="fr")
+    page = phone("fr")
+    try:
+        # Given a customer who presses "I have paid" without sending anything
+        page.goto(path_of(placed))
+        with page.expect_navigation():
+            page.locator("#pay-card .paid-button").click()
+
+        # Then the page says it is looking, and keeps the card
+        assert page.locator("[data-story=looking]").is_visible()
+        assert page.locator("#pay-card").is_visible()
+        page_checks(page, "fr-order-04-looking")
+
+        # When six minutes pass with nothing found
+        Notice.objects.update(created_at=timezone.now() - dt.timedelta(minutes=6))
+        page.reload()
+
+        # Then it asks them to check the network, the token and the address, and still offers the payment
+        story = page.locator("[data-story=not_found]")
+        assert story.is_visible()
+        assert "USDC" in story.inner_text() and payment_of(placed).asset.network.name in story.inner_text()
+        assert page.locator("[data-story=looking]").count() == 0
+        assert page.locator("#pay-card").is_visible()
+        page_checks(page, "fr-order-05-not-found")
+    except Exception:
+        page_checks.failure(page, "fr-order-not-found-failure")
+        raise
+
+
+def test_a_wrong_token_leads_with_the_refund_address_to_give(phone, page_checks, shop, order_payload):
+    from payments.devnet import devnet_mint
+    from payments.networks import rpc_client
+
+    placed = place(shop, order_payload, language="es")
+    payment = payment_of(placed)
+    page = phone("es")
+    try:
+        # Given USDT sent to a USDC order's address, final
+        devnet_mint(client=rpc_client(payment.asset.network), symbol="USDT", to=payment.address, amount=Decimal(899))
+        shop.anvil.mine(2)
+        call_command("scan_payments")
+
+        # When the customer opens the page
+        page.goto(path_of(placed))
+
+        # Then it leads with one story: money is due back, give the address; nothing says "nothing to do"
+        story = page.locator("[data-story=refund_address]")
+        assert story.is_visible()
+        with translation.override("es"):
+            nothing_to_do = gettext(
+                "Your payment needs a manual check. A reviewer will settle it; you do not need to do anything for now."
+            )
+        assert nothing_to_do not in page.locator("main").inner_text()
+        assert page.locator("[data-pay-card]").count() == 0
+        page_checks(page, "es-order-06-wrong-token")
+
+        # And its button leads to the refund form
+        story.get_by_role("link").click()
+        page.locator("form.refund-form input[name=address]").wait_for()
+        assert page.evaluate("() => window.location.hash").startswith("#refund-")
+    except Exception:
+        page_checks.failure(page, "es-order-wrong-token-failure")
+        raise
+
+
+def test_axe_core_and_the_nu_html_checker_find_nothing_on_the_order_pages(page_checks):
+    assert page_checks.axe_checked, "no order page was checked"
+    report = "\n".join(f"{name}: {found}" for name, found in page_checks.axe_findings.items())
+    assert not report, f"axe-core found serious or critical violations:\n{report}"
+    vnu_missing()
+    errors = vnu_errors(page_checks.pages)
+    assert not errors, f"the Nu HTML checker found errors:\n{errors}"
