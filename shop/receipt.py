@@ -36,8 +36,9 @@ def receipt_available(order: Order) -> bool:
 
 
 def receipt_number(order: Order) -> str:
-    """"R-" and the order's reference (R-B2-7KQ4-M9PX): unique as the reference is, the same every time the
-    receipt is opened or printed (extensions and refunds update the receipt, not its number), nothing stored."""
+    """The receipt's number: "R-" and the order's reference (R-B2-7KQ4-M9PX). Unique as the reference is, the
+    same every time the receipt is opened or printed (extensions and refunds update the receipt, not its number),
+    and nothing stored."""
     return f"R-{order.reference}"
 
 

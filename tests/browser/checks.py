@@ -40,8 +40,8 @@ PHONE = {"width": 390, "height": 844}  # an iPhone 12 to 15 in CSS pixels: the i
 VARIANTS = (("", VIEWPORT, "light"), ("-390", PHONE, "light"), ("-390-dark", PHONE, "dark"))
 BLOCKING_IMPACTS = ("serious", "critical")
 NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
-# The elements that stick out past the phone's right edge (outside any box that scrolls them itself), deepest
-# first: what makes the whole page scroll sideways.
+# The outermost elements that stick out past the phone's right edge (outside any box that scrolls them itself):
+# what makes the whole page scroll sideways.
 WIDER_THAN_THE_VIEWPORT = """() => {
   const edge = document.documentElement.clientWidth + 1;
   const scrolls = el => el !== document.documentElement && el !== document.body
@@ -52,11 +52,10 @@ WIDER_THAN_THE_VIEWPORT = """() => {
   for (const el of document.body.querySelectorAll("*")) {
     const box = el.getBoundingClientRect();
     if (box.right <= edge || box.width === 0) continue;
+    if (el.parentElement.getBoundingClientRect().right > edge) continue;
     let inside = false;
     for (let up = el.parentElement; up; up = up.parentElement) if (scrolls(up)) { inside = true; break; }
-    if (inside) continue;
-    if ([...el.children].some(child => child.getBoundingClientRect().right > edge)) continue;
-    found.push(`${name(el)} (right edge at ${Math.round(box.right)} px)`);
+    if (!inside) found.push(`${name(el)} (right edge at ${Math.round(box.right)} px)`);
   }
   return {width: document.documentElement.scrollWidth, culprits: found.slice(0, 8)};
 }"""

@@ -75,8 +75,15 @@ def test_a_customer_extends_an_active_rental_from_the_order_page_and_pays_it(
         payment = extension.payment
         panel = page.locator(f"#extension-{extension.pk}")
         panel.wait_for()
-        assert page.locator(f"#ext-{extension.pk}-address").input_value() == payment.address
-        assert page.locator(f"#ext-{extension.pk}-amount").input_value() == str(payment.amount)
+        card = page.locator(f"#ext-{extension.pk}-card")
+        assert card.locator("[data-copy-value]").evaluate_all("els => els.map(e => e.dataset.copyValue)")[:2] == [
+            str(payment.amount),
+            payment.address,
+        ]
+        assert page.locator(f"#ext-{extension.pk}-address").inner_text().replace("\n", "") == payment.address
+        # One open quote at a time: no second extension is offered while this one waits for its payment
+        assert page.locator("form.extend-form").count() == 0
+        assert card.locator("[data-countdown-to]").count() == 1
         assert payment.address != placed["payment"]["address"]
         page_checks(page, f"{language}-extend-02-payment")
 

@@ -141,8 +141,9 @@ def order_page_shows_the_request(page, check, language: str, reference: str, lot
     order = request.order
     assert (order.language, order.lots, order.duration_days) == (language, lots, DURATION_DAYS)
     assert order.preparation.slug == PREPARATION
-    assert page.locator("#pay-address").input_value() == request.address
-    amount = page.locator("#pay-amount").input_value()
+    copied = page.locator("#pay-card [data-copy-value]").evaluate_all("els => els.map(e => e.dataset.copyValue)")
+    amount, address = copied[:2]
+    assert address == request.address and page.locator("#pay-address").inner_text() == request.address
     assert amount == format_units(request.amount_base_units, request.decimals) and Decimal(amount) > 0
     assert request.asset.symbol == "USDC" and request.asset.network.slug == "local"
     check(page, f"{language}-08-order")

@@ -166,7 +166,8 @@ def test_the_largest_order_in_a_cheap_coin_is_written_exactly():
     """64 lots for 30 days in a coin at 0.00001234 USD: a 29-digit amount of base units, shown to the last unit
     (the quote is rounded to six significant digits; a transfer received can have all 29)."""
     wei = 40_972_447_325_769_854_132_901_134_522
-    assert to_base_units(Decimal("7900.00") * 64, UsdRate(Decimal("0.00001234"), timezone.now()), 18) == 409_725 * 10**23
+    quoted = to_base_units(Decimal("7900.00") * 64, UsdRate(Decimal("0.00001234"), timezone.now()), 18)
+    assert quoted == 409_725 * 10**23
 
     written = format_units(wei, 18)
 

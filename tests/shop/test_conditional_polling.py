@@ -284,7 +284,7 @@ def test_a_price_staff_change_in_the_admin_shows_on_the_kept_page_of_a_rental_at
     first = browser.get(page_path(placed))
     etag = first.headers["ETag"]
     week = Duration.objects.get(days=7)
-    assert f"7 days, {week.price_per_lot_usd} USD per lot" in first.content.decode()
+    assert f"7 days, {week.price_per_lot_usd:,} USD per lot" in first.content.decode()  # 1,990.00: the locale's
 
     # When staff change the 7-day price in the admin
     saved = admin_client.post(
@@ -296,6 +296,6 @@ def test_a_price_staff_change_in_the_admin_shows_on_the_kept_page_of_a_rental_at
     # Then the browser's next poll gets the page again, with the new price and a new ETag; so does a new visitor
     again = browser.get(page_path(placed), headers={"If-None-Match": etag})
     assert again.status_code == 200
-    assert "7 days, 2990.00 USD per lot" in again.content.decode()
+    assert "7 days, 2,990.00 USD per lot" in again.content.decode()
     assert again.headers["ETag"] != etag
-    assert "7 days, 2990.00 USD per lot" in Client().get(page_path(placed)).content.decode()
+    assert "7 days, 2,990.00 USD per lot" in Client().get(page_path(placed)).content.decode()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from decimal import Decimal
 
 import pytest
 from django.conf import settings
@@ -266,7 +265,8 @@ def test_the_review_step_places_the_order_and_opens_its_status_page(anvil, clien
     assert page.status_code == 200
     payment = order.payment
     assertContains(page, payment.address)
-    assertContains(page, f'<code class="amount">{payment.amount}</code> ETH', html=False)
+    assertContains(page, f'data-copy-value="{payment.amount}"><code class="amount" id="pay-amount">{payment.amount}</code>')
+    assertContains(page, '<span class="pay-card__asset">ETH</span>')
     assertContains(page, "Local development chain")
     assertContains(page, "Deadline")
     # (to the second: `<time datetime>` allows at most three digits of a second fraction)
@@ -289,8 +289,8 @@ def test_the_status_page_asks_for_the_wallet_friendly_price(anvil, client, make_
     page = client.get(location)
 
     # Then it asks for the price converted to ether, rounded up to six significant digits, digit for digit
-    assertContains(page, f'<code class="amount">{format_units(wei, 18)}</code> ETH')
-    assertContains(page, f"In base units: {wei}.")
+    assertContains(page, f'<code class="amount" id="pay-amount">{format_units(wei, 18)}</code>')
+    assertContains(page, f"<dt>In base units</dt><dd><code>{wei}</code></dd>", html=False)
 
 
 def test_placing_the_order_empties_the_wizard(anvil, client, make_node, ssh_public_key):

@@ -86,8 +86,21 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     # And the books show every movement: four credits and four gas top-ups in (one per token item), two refunds
     # and three sweeps out
     ledger = client.get("/api/v1/treasury/ledger.csv", headers={"Authorization": f"Token {treasurer}"})
-    kinds = [row["kind"] for row in csv.DictReader(io.StringIO(ledger.content.decode()))]
+    rows = list(csv.DictReader(io.StringIO(ledger.content.decode())))
+    kinds = [row["kind"] for row in rows]
     assert sorted(kinds) == ["credit"] * 4 + ["gas"] * 4 + ["refund"] * 2 + ["sweep"] * 3
+    # And each movement says where it came from and went to: the customer's wallet (and the gas account) to the
+    # deposit addresses; the deposit addresses to the customer's refund address and to the treasury
+    deposits = {placed["payment"]["address"].lower() for placed in (overpaid, paid, stray)}
+    ends = {
+        kind: {(row["from_address"].lower(), row["to_address"].lower()) for row in rows if row["kind"] == kind}
+        for kind in ("credit", "gas", "refund", "sweep")
+    }
+    assert ends["credit"] == {(chain.wallet.address.lower(), deposit) for deposit in deposits}
+    assert {to for _sender, to in ends["gas"]} <= deposits and {s for s, _to in ends["gas"]} == {gas_account.lower()}
+    assert ends["refund"] == {(overpaid["payment"]["address"].lower(), CUSTOMER_WALLET.lower()),
+                              (stray["payment"]["address"].lower(), CUSTOMER_WALLET.lower())}
+    assert ends["sweep"] == {(deposit, TREASURY.lower()) for deposit in deposits}
     # And a second run sends nothing more
     again = run_signer(
         tmp_path / "plan.json",

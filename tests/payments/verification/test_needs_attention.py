@@ -1,5 +1,6 @@
-"""/ops/ "Needs attention": one list, oldest first, of everything waiting on a person, each with its age and a
-link to where it is handled; each item leaves the list once handled. The money is real (anvil): a paid order,
+"""/ops/ "Needs attention": one list, oldest first, of what waits on the person's role, each with its age and a
+link to where it is handled, and what waits on other roles counted with who acts; each item leaves the list once
+handled. The money is real (anvil): a paid order,
 a short payment, an overpayment whose refund waits for approval, money taken with the deposit key."""
 
 from __future__ import annotations
@@ -70,16 +71,27 @@ def test_everything_waiting_on_a_person_is_listed_oldest_first_and_leaves_once_h
     # When an operator opens the console
     rows = attention(client)
 
-    # Then every kind is there, oldest first, each linking to where it is handled
+    # Then every kind an operator acts on is there, oldest first, each linking to where it is handled
     assert rows == [
         ("node", resting.name, f"/admin/provisioning/node/{resting.pk}/change/"),
-        ("review", short["reference"], f"/admin/payments/paymentrequest/{payment_of(short).pk}/change/"),
         ("outflow", paid["reference"], "/ops/#outflows-title"),
         ("paid", paid["reference"], "/ops/#waiting-title"),
         ("preparation_failed", over["reference"], "/ops/#failed-title"),
-        ("refund", over["reference"], f"/admin/payments/refund/{refund.pk}/change/"),
         ("node", broken.name, f"/admin/provisioning/node/{broken.pk}/change/"),
     ]
+    # And what waits on the payment reviewers (the short payment, the refund) is counted, naming them, unlinked
+    assert "2 items for Payment reviewers" in client.get("/ops/").content.decode()
+    # And a superuser sees every kind, the reviewers' too, in the same order
+    root = get_user_model().objects.create_superuser("root", "root@example.org", "a-long-admin-password")
+    client.force_login(root)
+    assert attention(client) == [
+        rows[0],
+        ("review", short["reference"], f"/admin/payments/paymentrequest/{payment_of(short).pk}/change/"),
+        *rows[1:4],
+        ("refund", over["reference"], f"/admin/payments/refund/{refund.pk}/change/"),
+        rows[4],
+    ]
+    client.force_login(get_user_model().objects.get(username="olga"))
     page = client.get("/ops/").content.decode()
     assert re.search(r"2\xa0days|2 days", page)  # the age of the oldest, in words
 
@@ -97,5 +109,24 @@ def test_everything_waiting_on_a_person_is_listed_oldest_first_and_leaves_once_h
         failed.refresh_from_db()
         order_transition(order=failed, to=S.CANCELLED, actor="olga", reason="cannot be prepared")
 
-    # Then only what still waits remains: the accepted short payment is paid now, waiting for its preparation
+    # Then only what still waits remains: the accepted short payment is paid now, waiting for its preparation;
+    # the approved refund waits on the treasurers' signer, counted for them
     assert [(kind, which) for kind, which, _link in attention(client)] == [("paid", short["reference"])]
+    assert "1 item for Treasurers" in client.get("/ops/").content.decode()
+
+
+def test_a_reviewer_opening_the_console_is_told_who_acts_there_and_where_their_own_work_is(db, client):
+    # Given a payment reviewer and a treasurer
+    for role, name in (("reviewer", "rita"), ("treasurer", "tom")):
+        staff(role, name)
+        client.force_login(get_user_model().objects.get(username=name))
+
+        # When they open the operator console
+        page = client.get("/ops/")
+
+        # Then it is refused, with a page naming the operators and linking their own work
+        html = page.content.decode()
+        assert page.status_code == 403
+        assert "Operators" in html
+        assert 'href="/admin/ledger/"' in html
+        assert ('href="/admin/"' in html) == (role == "reviewer")

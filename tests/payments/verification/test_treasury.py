@@ -117,6 +117,10 @@ def test_the_ledger_lists_every_credit_with_its_value_at_the_quote(chain, custom
     assert (usdc["kind"], usdc["order"], usdc["asset"]) == ("credit", placed["reference"], "USDC")
     assert usdc["amount_base_units"] == str(units(placed) + EXCESS)
     assert usdc["usd_value_at_quote"] == f"{(units(placed) + EXCESS) / 10**6:.2f}"
+    assert (usdc["from_address"].lower(), usdc["to_address"].lower()) == (
+        chain.wallet.address.lower(),
+        placed["payment"]["address"].lower(),
+    )
     usdt = by_tx[stray.tx_hash.lower()]
     assert (usdt["asset"], usdt["amount"], usdt["usd_value_at_quote"]) == ("USDT", "3", "")  # not the quote's asset
     # A day range that excludes them: the header alone
@@ -170,3 +174,39 @@ def test_the_ledger_filters_by_kind_and_network_in_the_csv_and_pages_the_admin_v
     page = client.get("/admin/ledger/?kind=credit").content.decode()
     assert "page 1 of 2 (2 movements)" in page and "?kind=credit&amp;page=2" in page
     assert "page 2 of 2" in client.get("/admin/ledger/?kind=credit&page=2").content.decode()
+
+
+def test_the_admins_ledger_page_totals_the_filtered_rows_per_asset_and_kind_in_units(
+    chain, customer, scan_pass, client, monkeypatch
+):
+    import re
+
+    from django.contrib.auth import get_user_model
+
+    from core.amounts import units_text
+
+    # Given two orders paid in USDC, one of them with 3 USDT beside, the page one row long
+    staff("treasurer", "tom")
+    first, second = customer.order(), customer.order()
+    for placed in (first, second):
+        chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.wallet.pay_token(chain.usdt, second["payment"]["address"], 3_000_000)
+    chain.mine(1)
+    scan_pass()
+    monkeypatch.setattr("payments.ledger_views.PER_PAGE", 1)
+    client.force_login(get_user_model().objects.get(username="tom"))
+
+    # When the treasurer opens the ledger
+    page = client.get("/admin/ledger/").content.decode()
+
+    # Then the totals count every row the filters keep (not only the page's), per asset and kind, in units
+    totals = page.split('id="ledger-totals"', 1)[1].split("</table>", 1)[0]
+    cells = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", totals, re.S)]
+    usdc = units_text(units(first) + units(second), 6, "USDC")
+    assert cells == ["local", "USDC", "credit", "2", usdc, "local", "USDT", "credit", "1", "3.00 USDT"]
+    # And the rows' amounts are in units with their symbol, never in base units alone
+    rows = page.split('id="ledger"', 1)[1].split("</table>", 1)[0]
+    assert units_text(units(first), 6, "USDC") in rows and str(units(first)) not in rows
+    # And a filter narrows the totals with the rows
+    usdt_only = client.get("/admin/ledger/?kind=credit&network=base").content.decode()
+    assert "No movement in this range." in usdt_only.split('id="ledger-totals"', 1)[1].split("</table>", 1)[0]
