@@ -83,13 +83,14 @@ def order_story(
                 return Story("not_found", "warning", "pay")
             return Story("looking", "info", "pay")
         return None
-    return {
+    after_payment: dict[str, Story] = {
         S.PAID: Story("paid", "success"),
         S.PREPARING: Story("preparing", "success"),
         S.PREPARATION_FAILED: Story("preparation_failed", "warning"),
         S.ACTIVE: Story("active", "success"),
         S.ENDED: Story("ended", "info"),
-    }.get(status)
+    }
+    return after_payment.get(status)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ class Step:
 
 TIMELINE = ("seen", "confirmations", "paid", "preparing", "active", "ended")
 # The step an order's status stands at, and whether that step failed.
-AT = {
+AT: dict[str, str] = {
     S.AWAITING_PAYMENT: "seen",
     S.PAYMENT_REPORTED: "seen",
     S.NEEDS_REVIEW: "confirmations",

@@ -16,8 +16,8 @@ from django.utils.safestring import SafeString, mark_safe
 register = template.Library()
 
 # A number with its grouping and decimal separators (",", ".", the French narrow and plain no-break spaces),
-# and the unit that follows it, if any.
-NUMBER = re.compile(r"\d(?:[\d.,\u00a0\u202f]*\d)?(?:[ \u00a0](?:GB|B)\b)?")
+# and the unit that follows it, if any; not the digits of a word ("BF16", "FP32"), which never break anyway.
+NUMBER = re.compile(r"(?<!\w)\d(?:[\d.,\u00a0\u202f]*\d)?(?:[ \u00a0](?:GB|B)\b)?")
 
 
 @register.filter

@@ -125,6 +125,18 @@
     }
   }
 
+  /** The timeline moves on to the confirmations once the transfer is seen (the page does not reload for it). */
+  function showTimeline(payment) {
+    if (payment.status !== "detected") return;
+    const seen = document.querySelector("#order-timeline [data-step=seen]");
+    const confirmations = document.querySelector("#order-timeline [data-step=confirmations]");
+    if (!seen || !confirmations || !seen.classList.contains("timeline__step--current")) return;
+    seen.classList.replace("timeline__step--current", "timeline__step--done");
+    seen.removeAttribute("aria-current");
+    confirmations.classList.replace("timeline__step--todo", "timeline__step--current");
+    confirmations.setAttribute("aria-current", "step");
+  }
+
   /** The preparation's progress bars; false when the runs on the page are not the API's any more. */
   function showProgress(runs) {
     const bars = document.querySelectorAll("#preparation-progress progress");
@@ -178,6 +190,7 @@
     }
     paymentStatus = payment.status;
     showPayment(payment);
+    showTimeline(payment);
     if (!showProgress(order.preparation_progress || [])) {
       reloadWhenIdle();
       return false;

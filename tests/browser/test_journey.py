@@ -193,7 +193,8 @@ def operator_prepares(ops, check, language: str, shop, reference: str) -> None:
     row = ops.locator("tr", has=ops.locator("code", has_text=reference))
     check(ops, f"{language}-12-ops")
     with ops.expect_navigation(timeout=PREFLIGHT_TIMEOUT_MS):
-        row.get_by_role("button", name="Prepare").click()
+        # the click waits for the response, which comes once the preflight has run: as long as the navigation
+        row.get_by_role("button", name="Prepare").click(timeout=PREFLIGHT_TIMEOUT_MS)
     ops.locator("section[aria-labelledby=active-title] code", has_text=reference).wait_for()
     check(ops, f"{language}-13-ops-prepared")
 

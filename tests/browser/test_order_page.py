@@ -64,6 +64,11 @@ def place(shop, order_payload, *, asset: str = "USDC", language: str = "en") -> 
     return answer.json()
 
 
+def translated(language: str, message: str) -> str:
+    with translation.override(language):
+        return gettext(message)
+
+
 def path_of(placed: dict) -> str:
     return "/" + placed["status_url"].split("://", 1)[1].split("/", 1)[1]
 
@@ -132,16 +137,17 @@ def test_an_unpaid_order_on_a_phone_shows_the_whole_payment_on_its_first_screen(
         raise
 
 
+@pytest.mark.parametrize("language", LANGUAGES)
 def test_when_the_window_ends_the_card_goes_at_once_and_an_expired_order_offers_a_new_one(
-    phone, page_checks, shop, order_payload
+    phone, page_checks, shop, order_payload, language
 ):
     from orders.orders import orders_expire_overdue
     from payments.models import PaymentRequest
 
-    placed = place(shop, order_payload)
+    placed = place(shop, order_payload, language=language)
     payment = payment_of(placed)
     PaymentRequest.objects.filter(pk=payment.pk).update(expires_at=timezone.now() + dt.timedelta(seconds=4))
-    page = phone("en")
+    page = phone(language)
     try:
         # Given the order page a few seconds before the window ends
         page.goto(path_of(placed))
@@ -150,7 +156,7 @@ def test_when_the_window_ends_the_card_goes_at_once_and_an_expired_order_offers_
         # When the countdown reaches zero, the card stops offering the payment at once, before the server acts
         page.locator("#pay-card .pay-card__ended").wait_for(timeout=15_000)
         assert not page.locator("#pay-card .pay-card__payable").is_visible()
-        page_checks(page, "en-order-02-window-ended")
+        page_checks(page, f"{language}-order-02-window-ended")
 
         # And the server's page says the same without the card, until the order expires
         page.reload()
@@ -165,26 +171,27 @@ def test_when_the_window_ends_the_card_goes_at_once_and_an_expired_order_offers_
         # Then one story: expired, with the way to start again; no address, QR, badge or "I have paid"
         story = page.locator("[data-story=expired]")
         assert story.is_visible()
-        new_order = story.get_by_role("link", name="Start a new order")
+        new_order = story.get_by_role("link", name=translated(language, "Start a new order"))
         assert new_order.get_attribute("href").endswith(f"/order/?lots={order_payload['lots']}")
         main = page.locator("main").inner_text()
         assert payment.address not in main.replace(" ", "").replace("\n", "")
         assert page.locator(".qr, form.paid-form, .status--pending, #order-timeline").count() == 0
-        page_checks(page, "en-order-03-expired")
+        page_checks(page, f"{language}-order-03-expired")
         new_order.click()
         page.wait_for_url("**/order/?lots=*")
     except Exception:
-        page_checks.failure(page, "en-order-expiry-failure")
+        page_checks.failure(page, f"{language}-order-expiry-failure")
         raise
 
 
+@pytest.mark.parametrize("language", LANGUAGES)
 def test_i_have_paid_with_nothing_sent_asks_to_check_the_network_after_a_few_minutes(
-    phone, page_checks, shop, order_payload
+    phone, page_checks, shop, order_payload, language
 ):
     from payments.models import Notice
 
-    placed = place(shop, order_payload, language="fr")
-    page = phone("fr")
+    placed = place(shop, order_payload, language=language)
+    page = phone(language)
     try:
         # Given a customer who presses "I have paid" without sending anything
         page.goto(path_of(placed))
@@ -194,7 +201,7 @@ def test_i_have_paid_with_nothing_sent_asks_to_check_the_network_after_a_few_min
         # Then the page says it is looking, and keeps the card
         assert page.locator("[data-story=looking]").is_visible()
         assert page.locator("#pay-card").is_visible()
-        page_checks(page, "fr-order-04-looking")
+        page_checks(page, f"{language}-order-04-looking")
 
         # When six minutes pass with nothing found
         Notice.objects.update(created_at=timezone.now() - dt.timedelta(minutes=6))
@@ -206,19 +213,20 @@ def test_i_have_paid_with_nothing_sent_asks_to_check_the_network_after_a_few_min
         assert "USDC" in story.inner_text() and payment_of(placed).asset.network.name in story.inner_text()
         assert page.locator("[data-story=looking]").count() == 0
         assert page.locator("#pay-card").is_visible()
-        page_checks(page, "fr-order-05-not-found")
+        page_checks(page, f"{language}-order-05-not-found")
     except Exception:
-        page_checks.failure(page, "fr-order-not-found-failure")
+        page_checks.failure(page, f"{language}-order-not-found-failure")
         raise
 
 
-def test_a_wrong_token_leads_with_the_refund_address_to_give(phone, page_checks, shop, order_payload):
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_wrong_token_leads_with_the_refund_address_to_give(phone, page_checks, shop, order_payload, language):
     from payments.devnet import devnet_mint
     from payments.networks import rpc_client
 
-    placed = place(shop, order_payload, language="es")
+    placed = place(shop, order_payload, language=language)
     payment = payment_of(placed)
-    page = phone("es")
+    page = phone(language)
     try:
         # Given USDT sent to a USDC order's address, final
         devnet_mint(client=rpc_client(payment.asset.network), symbol="USDT", to=payment.address, amount=Decimal(899))
@@ -231,20 +239,20 @@ def test_a_wrong_token_leads_with_the_refund_address_to_give(phone, page_checks,
         # Then it leads with one story: money is due back, give the address; nothing says "nothing to do"
         story = page.locator("[data-story=refund_address]")
         assert story.is_visible()
-        with translation.override("es"):
+        with translation.override(language):
             nothing_to_do = gettext(
                 "Your payment needs a manual check. A reviewer will settle it; you do not need to do anything for now."
             )
         assert nothing_to_do not in page.locator("main").inner_text()
         assert page.locator("[data-pay-card]").count() == 0
-        page_checks(page, "es-order-06-wrong-token")
+        page_checks(page, f"{language}-order-06-wrong-token")
 
         # And its button leads to the refund form
         story.get_by_role("link").click()
         page.locator("form.refund-form input[name=address]").wait_for()
         assert page.evaluate("() => window.location.hash").startswith("#refund-")
     except Exception:
-        page_checks.failure(page, "es-order-wrong-token-failure")
+        page_checks.failure(page, f"{language}-order-wrong-token-failure")
         raise
 
 

@@ -265,7 +265,8 @@ def test_the_review_step_places_the_order_and_opens_its_status_page(anvil, clien
     assert page.status_code == 200
     payment = order.payment
     assertContains(page, payment.address)
-    assertContains(page, f'data-copy-value="{payment.amount}"><code class="amount" id="pay-amount">{payment.amount}</code>')
+    amount = f'data-copy-value="{payment.amount}"><code class="amount" id="pay-amount">{payment.amount}</code>'
+    assertContains(page, amount)
     assertContains(page, '<span class="pay-card__asset">ETH</span>')
     assertContains(page, "Local development chain")
     assertContains(page, "Deadline")
