@@ -15,6 +15,8 @@ from django.shortcuts import render
 class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
+    # Django's tabular inline, its sideways-scrolling group reachable by keyboard (a phone scrolls it).
+    template = "admin/edit_inline/tabular_read_only.html"
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False

@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.amounts import units_text
 from core.transition_event import TransitionEvent
 from payments.fields import BaseUnitsField, format_units
 
@@ -256,7 +257,8 @@ class PaymentRequest(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.order_id}: {self.amount} {self.asset.symbol} to {self.address}"
+        amount = units_text(self.amount_base_units, self.decimals, self.asset.symbol)
+        return f"{self.order_id}: {amount} to {self.address}"
 
     def whole_units(self, base_units: int | Decimal) -> Decimal:
         """Base units in whole units of the asset, exact, written without an exponent."""
