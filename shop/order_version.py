@@ -105,8 +105,9 @@ class OrderVersion:
     def deadlines_passed(self, now: dt.datetime) -> int:
         """How many of the order's payment windows have ended by `now`: a page that offers a payment stops
         offering it the moment its window ends, not when the next change or minute renews the kept page."""
-        ends = (parse_datetime(row[6]) for row in self.rows if row[0] == "p" and row[6])
-        return sum(1 for end in ends if end is not None and end <= now)
+        ends = [parse_datetime(row[6]) for row in self.rows if row[0] == "p" and row[6]]
+        # SQLite gives the stored UTC time without its zone; PostgreSQL with it
+        return sum(1 for end in ends if end is not None and (end if end.tzinfo else end.replace(tzinfo=dt.UTC)) <= now)
 
     def etag(self, *variant: str) -> str:
         """A weak validator: the same rows (and the same variant: language, page state) give the same body."""

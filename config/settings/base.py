@@ -73,6 +73,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
+# Staff sign in on the admin's login page, also for the operator console (/ops/ redirects there, not to Django's
+# default /accounts/login/, which the shop does not serve).
+LOGIN_URL = "admin:login"
 # Staff login throttling (django-axes): 5 failed logins for one username from one IP lock that
 # pair out for 15 minutes with a 429; another username from the same IP still gets in.
 AUTHENTICATION_BACKENDS = [

@@ -268,7 +268,7 @@ def test_an_operator_sees_what_their_role_can_act_on_in_each_language(open_conte
             page.goto("/ops/")
             with page.expect_navigation():
                 page.locator(".staff-bar__logout button").click()
-            assert page.goto("/ops/").url.split("?")[0].endswith("/admin/login/")
+            assert page.goto("/ops/").url.split("?")[0].endswith("/admin/login/")  # back to the login
             page_checks(page, f"{step}-05-logged-out")
         except Exception:
             page_checks.failure(page, f"{step}-failure")
