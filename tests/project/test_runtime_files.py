@@ -52,10 +52,22 @@ def test_the_default_run_folder_is_inside_the_checkout_and_ignored_by_git():
 
 def test_the_browser_suite_writes_the_docs_screenshots_only_when_asked_for(tmp_path, monkeypatch):
     class Page:
+        """What PageChecks asks of a Playwright page: each check looks at it at 1280 px, on a phone, in dark mode."""
+
         url = "http://127.0.0.1/"
+        viewport_size = checks.VIEWPORT
 
         def wait_for_load_state(self, state):
             pass
+
+        def set_viewport_size(self, size):
+            self.viewport_size = size
+
+        def emulate_media(self, color_scheme):
+            pass
+
+        def evaluate(self, script):
+            return {"width": self.viewport_size["width"], "culprits": []} if "culprits" in script else False
 
         def screenshot(self, path, full_page):
             Path(path).write_bytes(b"png")
@@ -73,3 +85,11 @@ def test_the_browser_suite_writes_the_docs_screenshots_only_when_asked_for(tmp_p
     monkeypatch.setattr(checks, "WRITE_DOCS_SCREENSHOTS", True)
     checks.PageChecks(html_dir=tmp_path / "html")(Page(), "en-01-home")
     assert (docs / "en-01-home.png").exists()
+    # docs/ keeps the phone and dark variants of the payment pages only; the others stay beside the HTML
+    assert not (docs / "en-01-home-390.png").exists() and (tmp_path / "html" / "en-01-home-390-dark.png").exists()
+    checks.PageChecks(html_dir=tmp_path / "html")(Page(), "en-08-order")
+    assert {p.name for p in docs.glob("en-08-order*")} == {
+        "en-08-order.png",
+        "en-08-order-390.png",
+        "en-08-order-390-dark.png",
+    }
