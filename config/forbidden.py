@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.template import loader
 from django.urls import Resolver404, resolve, reverse
+from django.utils.translation import pgettext
 
 from core.roles import roles_in_app, roles_with
 
@@ -44,13 +45,15 @@ def _own_work(user) -> list[tuple[str, str]]:  # noqa: ANN001 - a user
         return []
     places = []
     if user.has_perm(REVIEWER):
-        places.append((reverse("admin:index"), "Payments in review and refunds to approve: the admin's start page"))
+        words = pgettext("staff", "Payments in review and refunds to approve: the admin's start page")
+        places.append((reverse("admin:index"), words))
     if user.has_perm(OPERATOR):
-        places.append((reverse("provisioning:console"), "Paid orders, preparations and nodes: the operator console"))
+        words = pgettext("staff", "Paid orders, preparations and nodes: the operator console")
+        places.append((reverse("provisioning:console"), words))
     if user.has_perm(LEDGER):
-        places.append((reverse("admin_ledger"), "Every movement of money: the ledger"))
+        places.append((reverse("admin_ledger"), pgettext("staff", "Every movement of money: the ledger")))
     if not places:
-        places.append((reverse("admin:index"), "The admin's start page"))
+        places.append((reverse("admin:index"), pgettext("staff", "The admin's start page")))
     return places
 
 

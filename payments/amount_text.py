@@ -51,9 +51,10 @@ def with_asset(queryset: QuerySet[M]) -> QuerySet[M]:
     assets = Asset.objects.annotate(key=Lower(Coalesce("contract", Value("")))).filter(
         network=OuterRef("network"), key=Lower(OuterRef("token_contract"))
     )
-    return queryset.annotate(
+    annotated: QuerySet[M] = queryset.annotate(
         asset_symbol=Subquery(assets.values("symbol")[:1]), asset_decimals=Subquery(assets.values("decimals")[:1])
     )
+    return annotated
 
 
 def movement_units_text(row: Any) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import pgettext
 
 from core.input_errors import OrderInputError
 from orders.models import ExtensionStatus, OrderStatus
@@ -245,15 +246,18 @@ def payment_in_review(payment: PaymentRequest) -> bool:
 
 def decisions_offered(payment: PaymentRequest) -> list[tuple[str, str]]:
     """The (decision, label) pairs the payment's page offers: accept and reject, while a review is awaited and
-    the status table allows them."""
+    the status table allows them (and accept only where the money can still pay)."""
     if not payment_in_review(payment):
         return []
     allowed = REVIEWER_TRANSITIONS[payment.status]
     offered = []
-    if P.CONFIRMED in allowed:
-        offered.append((Decision.ACCEPT, "Accept the payment (the order is paid)"))
+    # An extension's money that came after its rental ended cannot buy days: it can only be rejected (refunded).
+    if P.CONFIRMED in allowed and not extension_money_came_late(extension_id=payment.extension_id, now=timezone.now()):
+        offered.append((Decision.ACCEPT, pgettext("staff", "Accept the payment (the order is paid)")))
     if P.REJECTED in allowed:
-        offered.append((Decision.REJECT, "Reject the payment (the order is cancelled, the money goes back)"))
+        offered.append(
+            (Decision.REJECT, pgettext("staff", "Reject the payment (the order is cancelled, the money goes back)"))
+        )
     return offered
 
 

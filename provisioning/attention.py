@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from django.db.models import DateTimeField, F, OuterRef, Prefetch, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import reverse
+from django.utils.translation import pgettext_lazy
 
 from core.roles import ROLES
 from orders.models import FIRST_PAYMENTS, Extension, ExtensionEvent, ExtensionStatus, Order, OrderEvent, OrderStatus
@@ -38,14 +39,14 @@ class Attention:
 
 
 KINDS = {
-    "paid": "Paid, not prepared",
-    "review": "Payment in review",
-    "extension_review": "Extension payment in review",
-    "preparation_failed": "Preparation failed",
-    "node": "Node out of sale",
-    "outflow": "Unexpected outflow",
-    "refund": "Refund to approve",
-    "refund_to_pay": "Refund approved, to pay",
+    "paid": pgettext_lazy("staff", "Paid, not prepared"),
+    "review": pgettext_lazy("staff", "Payment in review"),
+    "extension_review": pgettext_lazy("staff", "Extension payment in review"),
+    "preparation_failed": pgettext_lazy("staff", "Preparation failed"),
+    "node": pgettext_lazy("staff", "Node out of sale"),
+    "outflow": pgettext_lazy("staff", "Unexpected outflow"),
+    "refund": pgettext_lazy("staff", "Refund to approve"),
+    "refund_to_pay": pgettext_lazy("staff", "Refund approved, to pay"),
 }
 
 OPERATORS, REVIEWERS, TREASURERS = (ROLES[role][0] for role in ("operator", "reviewer", "treasurer"))
@@ -63,14 +64,14 @@ ACTORS = {
 
 # The admin start page's queue: for each kind, its heading (plural) and where the whole list of it is.
 QUEUE = {
-    "review": "Payments in review",
-    "extension_review": "Extension payments in review",
-    "refund": "Refunds to approve",
-    "paid": "Paid orders to prepare",
-    "preparation_failed": "Failed preparations",
-    "node": "Nodes out of sale",
-    "outflow": "Unexpected outflows",
-    "refund_to_pay": "Approved refunds to pay",
+    "review": pgettext_lazy("staff", "Payments in review"),
+    "extension_review": pgettext_lazy("staff", "Extension payments in review"),
+    "refund": pgettext_lazy("staff", "Refunds to approve"),
+    "paid": pgettext_lazy("staff", "Paid orders to prepare"),
+    "preparation_failed": pgettext_lazy("staff", "Failed preparations"),
+    "node": pgettext_lazy("staff", "Nodes out of sale"),
+    "outflow": pgettext_lazy("staff", "Unexpected outflows"),
+    "refund_to_pay": pgettext_lazy("staff", "Approved refunds to pay"),
 }
 
 
@@ -128,13 +129,13 @@ def needs_attention() -> list[Attention]:
         Prefetch("payment", queryset=_with_evidence())
     )
     for extension in extensions.annotate(since=Coalesce(entered, F("created_at"))):
-        evidence = payment_evidence(extension.payment, extension.payment.shown)
+        evidence = payment_evidence(extension.payment, getattr(extension.payment, "shown", None))
         detail = f"extension of {extension.duration_days} days; {evidence.text}"
         link = reverse("admin:payments_paymentrequest_change", args=[extension.payment.pk])
         items.append(Attention("extension_review", extension.order.reference, detail, extension.since, link))
-    for status, kind in ((RefundStatus.PENDING_APPROVAL, "refund"), (RefundStatus.APPROVED, "refund_to_pay")):
-        entered = _entered(RefundEvent.objects.filter(refund=OuterRef("pk")), "to_status", status)
-        refunds = Refund.objects.filter(status=status).select_related("payment__order", "network")
+    for refund_status, kind in ((RefundStatus.PENDING_APPROVAL, "refund"), (RefundStatus.APPROVED, "refund_to_pay")):
+        entered = _entered(RefundEvent.objects.filter(refund=OuterRef("pk")), "to_status", refund_status)
+        refunds = Refund.objects.filter(status=refund_status).select_related("payment__order", "network")
         for refund in refunds.annotate(since=Coalesce(entered, F("created_at"))):
             detail = f"{refund.get_reason_display()}: {refund_units_text(refund)} on {refund.network.name}"
             link = reverse("admin:payments_refund_change", args=[refund.pk])
@@ -177,7 +178,7 @@ def attention_for(user, items: list[Attention] | None = None) -> Waiting:  # noq
 @dataclass(frozen=True)
 class QueueGroup:
     kind: str
-    title: str
+    title: str  # QUEUE's heading, translated
     items: list[Attention]
     more_link: str  # the whole list of this kind
 
@@ -204,7 +205,7 @@ def queue_for(user) -> list[QueueGroup]:  # noqa: ANN001 - a user
         "outflow": console + "#outflows-title",
     }
     return [
-        QueueGroup(kind, title, [item for item in mine if item.kind == kind], more[kind])
+        QueueGroup(kind, str(title), [item for item in mine if item.kind == kind], more[kind])
         for kind, title in QUEUE.items()
         if user.has_perm(ACTORS[kind][0])
     ]

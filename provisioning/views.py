@@ -11,9 +11,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from orders.models import Order, OrderStatus
+from payments.amount_text import movement_units_text, with_asset
 from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
-from payments.amount_text import movement_units_text, with_asset
 from provisioning.attention import KINDS, attention_for
 from provisioning.models import Node, PreparationRun, RunStatus
 from provisioning.node_checks import RECHECKABLE, RecheckRefused, checks_latest, recheck_start
@@ -28,8 +28,8 @@ def console(request: HttpRequest) -> HttpResponse:
     waiting = Order.objects.filter(status=OrderStatus.PAID).select_related("preparation").order_by("updated_at")
     preparing = list(Order.objects.filter(status=OrderStatus.PREPARING).prefetch_related("preparation_runs__node"))
     now = timezone.now()
-    for order in preparing:  # "Restart what is stuck" only where something is
-        order.stuck = preparation_stuck(order=order, now=now)
+    # "Restart what is stuck" only where something is
+    stuck = {order.pk for order in preparing if preparation_stuck(order=order, now=now)}
     failed = Order.objects.filter(status=OrderStatus.PREPARATION_FAILED).prefetch_related("preparation_runs__node")
     active = Order.objects.filter(status=OrderStatus.ACTIVE).order_by("ends_at")[:50]
     nodes = list(Node.objects.all())
@@ -40,9 +40,10 @@ def console(request: HttpRequest) -> HttpResponse:
         node.latest_check_running = node.latest_check is not None and node.latest_check.finished_at is None
     mine = attention_for(request.user)
     unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
-    outflows = list(with_asset(unacknowledged).select_related("payment__order", "network"))
-    for outflow in outflows:
-        outflow.amount_text = movement_units_text(outflow)
+    outflows = [
+        (outflow, movement_units_text(outflow))
+        for outflow in with_asset(unacknowledged).select_related("payment__order", "network")
+    ]
     return render(
         request,
         "provisioning/console.html",
@@ -53,6 +54,7 @@ def console(request: HttpRequest) -> HttpResponse:
             "attention_others": sorted(mine.others.items()),
             "waiting": waiting,
             "preparing": preparing,
+            "stuck": stuck,
             "failed": failed,
             "active": active,
             "nodes": nodes,

@@ -24,7 +24,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone, translation
-from django.utils.translation import gettext
+from django.utils.translation import pgettext
 
 from tests.browser.checks import PHONE, VIEWPORT, vnu_errors, vnu_missing
 from tests.servers import server_missing
@@ -38,8 +38,9 @@ DECISIONS = {"en": "accept", "es": "reject", "fr": "accept"}  # the reviewer's d
 
 
 def translated(language: str, message: str) -> str:
+    """A staff page's words in `language` (their translations carry the context "staff")."""
     with translation.override(language):
-        return gettext(message)
+        return pgettext("staff", message)
 
 
 class World:
@@ -202,7 +203,8 @@ def test_a_payment_reviewer_works_through_the_queue_in_each_language(open_contex
 
             # And the refund to approve opens from the queue
             page.goto("/admin/")
-            page.locator("#staff-queue [data-kind=refund] a", has_text=world.refund_pending.payment.order.reference).click()
+            refund = world.refund_pending
+            page.locator("#staff-queue [data-kind=refund] a", has_text=refund.payment.order.reference).click()
             page.wait_for_url(f"**/admin/payments/refund/{world.refund_pending.pk}/change/")
             assert "2.50 USDC" in page.locator("#content-main").inner_text()
             page_checks(page, f"{step}-06-refund")

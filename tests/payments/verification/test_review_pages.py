@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from core.amounts import units_text
-from payments.models import PaymentEvent
+from payments.models import PaymentEvent, PaymentRequest
 from payments.review import payment_evidence
 from tests.payments.verification.helpers import order_of, pay, payment_of, units
 from tests.staff import STAFF_PASSWORD
@@ -236,3 +236,31 @@ def test_an_operators_start_page_lists_their_own_work_not_the_reviewers(chain, c
     assert paid["reference"] in queue and 'href="/ops/#waiting-title"' in queue
     assert "Payments in review" not in queue
     assert 'href="/admin/ledger/"' not in html
+
+
+def test_an_extensions_payment_in_review_is_counted_apart_and_opens_on_its_page(chain, customer, scan_pass, client):
+    from tests.payments.verification.helpers import extend, paid_in_usdc, rental_active, settle_rounds
+    from tests.staff import add_staff
+
+    # Given an active rental whose 3-day extension was paid in USDT instead of USDC: the extension is in review
+    placed = paid_in_usdc(chain, customer, scan_pass)
+    rental_active(placed)
+    extension = extend(customer, placed, duration_days=3).json()
+    chain.wallet.pay_token(chain.usdt, extension["payment"]["address"], 3_000_000)
+    settle_rounds(chain, scan_pass)
+    add_staff("rita", "reviewer")
+    client.login(username="rita", password=STAFF_PASSWORD)
+
+    # When the reviewer opens the admin's start page
+    html = client.get("/admin/").content.decode()
+
+    # Then the extension's payment is counted apart from the orders' payments, and links to its page
+    queue = html.split('id="staff-queue"', 1)[1].split("</section>", 1)[0]
+    assert re.search(r"Extension payments in review\s*<span[^>]*>\s*1\s*</span>", queue)
+    assert re.search(r"Payments in review\s*<span[^>]*>\s*0\s*</span>", queue)
+    payment = PaymentRequest.objects.get(extension_id=extension["id"])
+    assert f'href="{PAYMENTS_ADMIN}{payment.pk}/change/"' in queue
+    assert "also 3.00 USDT on local" in queue
+    # And its page offers the decisions, the evidence naming what came in the other asset
+    page = client.get(f"{PAYMENTS_ADMIN}{payment.pk}/change/")
+    assert "3.00 USDT on local" in text(page) and 'value="accept"' in page.content.decode()
