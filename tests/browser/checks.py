@@ -185,3 +185,22 @@ def vnu_errors(files: dict[Path, str]) -> str:
         f"- {kind} ({len(where)}×)\n    at {', '.join(where)}\n    e.g. {extracts[kind]}"
         for kind, where in kinds.items()
     )
+
+
+def axe_clean(page_checks: PageChecks, walk: str) -> None:
+    """A module's last word on axe-core: every serious or critical finding on the pages its `walk` showed."""
+    if not page_checks.axe_checked:
+        server_missing(f"{walk} in this module (they did not run)")
+    report = "\n".join(f"{name}: {found}" for name, found in page_checks.axe_findings.items())
+    if report:
+        pytest.fail(f"axe-core found serious or critical violations:\n{report}", pytrace=False)
+
+
+def nu_clean(page_checks: PageChecks, walk: str) -> None:
+    """The Nu HTML checker over the HTML of every page the module's `walk` rendered, in one run."""
+    vnu_missing()
+    if not page_checks.pages:
+        server_missing(f"{walk} in this module (they did not run)")
+    errors = vnu_errors(page_checks.pages)
+    if errors:
+        pytest.fail(f"the Nu HTML checker found errors:\n{errors}", pytrace=False)

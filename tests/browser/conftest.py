@@ -125,3 +125,23 @@ def shop(live_server, anvil, no_other_networks, sandbox_sshd, tmp_path):  # noqa
         operator_password=OPERATOR_PASSWORD,
         customer_public_key=key.with_suffix(".pub").read_text().strip(),
     )
+
+
+def rental_started(reference: str) -> None:
+    """A paid order handed over as a preparation would (the preflight itself is the journey's to run): its
+    rental clock starts now."""
+    import datetime as dt
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from orders.models import Order
+    from orders.orders import order_transition
+
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(reference=reference)
+        order_transition(order=order, to="preparing", actor="operator", reason="prepare")
+        now = timezone.now()
+        order.active_since, order.ends_at = now, now + dt.timedelta(days=order.duration_days)
+        order.save(update_fields=["active_since", "ends_at"])
+        order_transition(order=order, to="active", actor="system", reason="every node passed its preflight")

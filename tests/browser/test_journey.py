@@ -14,8 +14,7 @@ from django.core.management import call_command
 from django.utils import translation
 from django.utils.translation import gettext
 
-from tests.browser.checks import vnu_errors, vnu_missing
-from tests.servers import server_missing
+from tests.browser.checks import axe_clean, nu_clean
 
 # The live server and the test share the database (transactions committed); the catalog is data from the
 # migrations, restored before each test.
@@ -264,18 +263,9 @@ def test_a_customer_goes_from_the_home_page_through_the_advisor_to_ssh_access(
 
 def test_axe_core_finds_no_serious_or_critical_violation_on_any_page(page_checks):
     """axe-core ran on every page of the journeys above as it was shown; this reports what it found."""
-    if not page_checks.axe_checked:
-        server_missing("a journey run in this module (the journeys above did not run)")
-    report = "\n".join(f"{name}: {found}" for name, found in page_checks.axe_findings.items())
-    if report:
-        pytest.fail(f"axe-core found serious or critical violations:\n{report}", pytrace=False)
+    axe_clean(page_checks, "the journeys")
 
 
 def test_the_nu_html_checker_finds_no_error_in_the_rendered_pages(page_checks):
     """The Nu HTML checker over the HTML of every page the journeys above rendered, in one run."""
-    vnu_missing()
-    if not page_checks.pages:
-        server_missing("a journey run in this module (the journeys above did not run)")
-    errors = vnu_errors(page_checks.pages)
-    if errors:
-        pytest.fail(f"the Nu HTML checker found errors:\n{errors}", pytrace=False)
+    nu_clean(page_checks, "the journeys")

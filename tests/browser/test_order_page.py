@@ -18,7 +18,7 @@ from django.utils import timezone, translation
 from django.utils.formats import number_format
 from django.utils.translation import gettext
 
-from tests.browser.checks import vnu_errors, vnu_missing
+from tests.browser.checks import axe_clean, nu_clean
 from tests.browser.conftest import TIME_ZONES
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -257,9 +257,5 @@ def test_a_wrong_token_leads_with_the_refund_address_to_give(phone, page_checks,
 
 
 def test_axe_core_and_the_nu_html_checker_find_nothing_on_the_order_pages(page_checks):
-    assert page_checks.axe_checked, "no order page was checked"
-    report = "\n".join(f"{name}: {found}" for name, found in page_checks.axe_findings.items())
-    assert not report, f"axe-core found serious or critical violations:\n{report}"
-    vnu_missing()
-    errors = vnu_errors(page_checks.pages)
-    assert not errors, f"the Nu HTML checker found errors:\n{errors}"
+    axe_clean(page_checks, "the order page tests")
+    nu_clean(page_checks, "the order page tests")

@@ -10,8 +10,7 @@ import re
 
 import pytest
 
-from tests.browser.checks import PHONE
-from tests.servers import server_missing
+from tests.browser.checks import PHONE, axe_clean
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -143,8 +142,4 @@ def test_on_a_phone_a_customer_orders_through_the_four_steps_and_sees_the_order_
 
 def test_axe_core_finds_no_serious_or_critical_violation_on_a_phone_or_in_dark_mode(page_checks):
     """axe-core ran on every page above at 1280 px, at 390 px and at 390 px in dark mode; this reports it."""
-    if not page_checks.axe_checked:
-        server_missing("a page check in this module (the tests above did not run)")
-    report = "\n".join(f"{name}: {found}" for name, found in page_checks.axe_findings.items())
-    if report:
-        pytest.fail(f"axe-core found serious or critical violations:\n{report}", pytrace=False)
+    axe_clean(page_checks, "the page checks")

@@ -26,8 +26,7 @@ from django.test import Client
 from django.utils import timezone, translation
 from django.utils.translation import pgettext
 
-from tests.browser.checks import PHONE, VIEWPORT, vnu_errors, vnu_missing
-from tests.servers import server_missing
+from tests.browser.checks import PHONE, VIEWPORT, axe_clean, nu_clean
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -105,7 +104,10 @@ def seed(shop, order_payload) -> World:
         refunds.append(refund)
     world.refund_pending, world.refund_approved = refunds
     refund_decide(
-        refund_id=world.refund_approved.pk, approve=True, reviewer="ana", reason="the excess is on the explorer",
+        refund_id=world.refund_approved.pk,
+        approve=True,
+        reviewer="ana",
+        reason="the excess is on the explorer",
         to_address=CUSTOMER_WALLET,
     )
     for payment in world.late.values():
@@ -328,18 +330,9 @@ def test_a_treasurer_reads_the_ledger_with_its_totals_in_each_language(open_cont
 
 def test_axe_core_finds_no_serious_or_critical_violation_on_any_page(page_checks):
     """axe-core ran on every page of the walks above as it was shown; this reports what it found."""
-    if not page_checks.axe_checked:
-        server_missing("a staff walk run in this module (the walks above did not run)")
-    report = "\n".join(f"{name}: {found}" for name, found in page_checks.axe_findings.items())
-    if report:
-        pytest.fail(f"axe-core found serious or critical violations:\n{report}", pytrace=False)
+    axe_clean(page_checks, "the staff walks")
 
 
 def test_the_nu_html_checker_finds_no_error_in_the_rendered_pages(page_checks):
     """The Nu HTML checker over the HTML of every page the walks above rendered, in one run."""
-    vnu_missing()
-    if not page_checks.pages:
-        server_missing("a staff walk run in this module (the walks above did not run)")
-    errors = vnu_errors(page_checks.pages)
-    if errors:
-        pytest.fail(f"the Nu HTML checker found errors:\n{errors}", pytrace=False)
+    nu_clean(page_checks, "the staff walks")

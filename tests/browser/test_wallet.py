@@ -23,7 +23,7 @@ from eth_abi import encode
 from eth_account import Account
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
 
-from tests.browser.checks import VIEWPORT, vnu_errors, vnu_missing
+from tests.browser.checks import VIEWPORT, nu_clean
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -284,8 +284,7 @@ def test_a_customer_pays_usdc_from_their_browser_wallet_and_the_order_sees_the_t
         raise
 
     assert not page_checks.axe_findings, page_checks.axe_findings
-    vnu_missing()
-    assert not vnu_errors(page_checks.pages), vnu_errors(page_checks.pages)
+    nu_clean(page_checks, "the test")
 
 
 def test_a_customer_with_two_wallets_picks_one_and_pays_the_exact_coin_amount(
@@ -329,5 +328,4 @@ def test_a_customer_with_two_wallets_picks_one_and_pays_the_exact_coin_amount(
         page_checks.failure(page, "fr-wallet-failure")
         raise
     assert not page_checks.axe_findings, page_checks.axe_findings
-    vnu_missing()
-    assert not vnu_errors(page_checks.pages), vnu_errors(page_checks.pages)
+    nu_clean(page_checks, "the test")
