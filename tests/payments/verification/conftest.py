@@ -6,6 +6,7 @@ Every test that mines or reorganises gets its own anvil: nothing it does to the 
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import os
 
@@ -13,6 +14,7 @@ import pytest
 from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from payments.devnet import deploy_token, devnet_setup
 from payments.models import Asset, Network
@@ -20,7 +22,7 @@ from payments.networks import rpc_client
 from payments.rpc import RpcClient
 from tests.payments.signer.chain import MNEMONIC, mnemonic_file
 from tests.payments.verification.chain import Chain, Wallet
-from tests.payments.verification.helpers import ORDERS_URL
+from tests.payments.verification.helpers import ORDERS_URL, order_of, payment_of, units
 from tests.payments.verification.money_out import TREASURY
 from tests.payments.verification.rpc_proxy import RpcProxy
 from tests.servers import Anvil
@@ -175,3 +177,17 @@ def treasurers_key(settings, tmp_path):
     settings.PAYMENTS_XPUB = account.PublicKey().ToExtended()
     settings.TREASURY_ADDRESS = TREASURY
     return mnemonic_file(tmp_path)
+
+
+@pytest.fixture
+def late_payment(chain, customer, scan_pass) -> dict:
+    """An order whose full USDC payment arrived after its deadline: late, waiting for a reviewer."""
+    placed = customer.order()
+    payment = payment_of(placed)
+    payment.expires_at = timezone.now() - dt.timedelta(minutes=5)
+    payment.save(update_fields=["expires_at"])
+    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    assert (payment_of(placed).status, order_of(placed).status) == ("late", "needs_review")
+    return placed

@@ -19,20 +19,6 @@ PAYMENTS_ADMIN = "/admin/payments/paymentrequest/"
 ORDERS_ADMIN = "/admin/shop/order/"
 
 
-@pytest.fixture
-def late_payment(chain, customer, scan_pass) -> dict:
-    """An order whose full USDC payment arrived after its deadline: late, waiting for a reviewer."""
-    placed = customer.order()
-    payment = payment_of(placed)
-    payment.expires_at = timezone.now() - dt.timedelta(minutes=5)
-    payment.save(update_fields=["expires_at"])
-    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
-    chain.mine(1)
-    scan_pass()
-    assert (payment_of(placed).status, order_of(placed).status) == ("late", "needs_review")
-    return placed
-
-
 def test_a_reviewer_accepts_a_late_payment_with_a_reason_and_the_order_is_paid(late_payment, reviewer, scan_pass):
     # Given a late payment waiting for review
     placed = late_payment

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-import pytest
 from django.utils import timezone
 
 from core.amounts import units_text
@@ -23,20 +22,6 @@ PAYMENTS_ADMIN = "/admin/payments/paymentrequest/"
 
 def usdc(base_units: int) -> str:
     return units_text(base_units, 6, "USDC")
-
-
-@pytest.fixture
-def late_payment(chain, customer, scan_pass) -> dict:
-    """An order whose full USDC payment arrived after its deadline: late, waiting for a reviewer."""
-    placed = customer.order()
-    payment = payment_of(placed)
-    payment.expires_at = timezone.now() - dt.timedelta(minutes=5)
-    payment.save(update_fields=["expires_at"])
-    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
-    chain.mine(1)
-    scan_pass()
-    assert (payment_of(placed).status, order_of(placed).status) == ("late", "needs_review")
-    return placed
 
 
 def text(response) -> str:
