@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
+from django.utils.translation import pgettext_lazy
 from django.views.decorators.http import require_POST
 
 from core.admin_base import ReadOnlyInline, ReasonForm, details_asked, reason_asked
@@ -72,7 +73,7 @@ class NetworkAdmin(admin.ModelAdmin):
     readonly_fields = ["rpc_ok", "rpc_checked_at", "rpc_error", "rpc_errors", "head_block", "scan_lease_until"]
     inlines = [AssetInline]
 
-    @admin.display(description="verifier (offered at checkout?)")
+    @admin.display(description=pgettext_lazy("staff", "verifier (offered at checkout?)"))
     def verifier(self, network: Network) -> str:
         if not rpc_urls(network):
             return f"not offered: set {rpc_env_name(network.slug)}"
@@ -116,11 +117,11 @@ class CreditInline(ReadOnlyInline):
         # Each row shows its network (explorer link) and asset (named after its network): one join, not 3 per row.
         return super().get_queryset(request).select_related("network", "asset__network")
 
-    @admin.display(description="amount")
+    @admin.display(description=pgettext_lazy("staff", "amount"))
     def amount(self, credit: Credit) -> str:
         return credit_units_text(credit)
 
-    @admin.display(description="transaction (explorer)")
+    @admin.display(description=pgettext_lazy("staff", "transaction (explorer)"))
     def transaction(self, credit: Credit) -> str:
         template = credit.network.explorer_tx_url
         label = f"{credit.tx_hash}:{credit.log_index}"
@@ -206,29 +207,29 @@ class PaymentRequestAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: PaymentRequest | None = None) -> bool:
         return False
 
-    @admin.display(description="amount")
+    @admin.display(description=pgettext_lazy("staff", "amount"))
     def amount_asked(self, payment: PaymentRequest) -> str:
         return payment_units_text(payment, payment.amount_base_units)
 
-    @admin.display(description="received (counted toward the order)")
+    @admin.display(description=pgettext_lazy("staff", "received (counted toward the order)"))
     def amount_counted(self, payment: PaymentRequest) -> str:
         return payment_units_text(payment, payment.received_base_units)
 
-    @admin.display(description="received (in its asset, late money too)")
+    @admin.display(description=pgettext_lazy("staff", "received (in its asset, late money too)"))
     def received(self, payment: PaymentRequest) -> str:
         return payment_evidence(payment, getattr(payment, "shown", None)).received
 
-    @admin.display(description="opening balance (not the customer's)")
+    @admin.display(description=pgettext_lazy("staff", "opening balance (not the customer's)"))
     def opening_balance(self, payment: PaymentRequest) -> str:
         if payment.opening_balance_base_units is None:
             return "-"
         return payment_units_text(payment, payment.opening_balance_base_units)
 
-    @admin.display(description="refunds due")
+    @admin.display(description=pgettext_lazy("staff", "refunds due"))
     def refunds_due_shown(self, payment: PaymentRequest) -> str:
         return due_text(payment.refunds_due) if payment.refunds_due else "-"
 
-    @admin.display(description="refunds due")
+    @admin.display(description=pgettext_lazy("staff", "refunds due"))
     def refunds(self, payment: PaymentRequest) -> str:
         return due_text(payment.refunds_due) if payment.refunds_due else "-"
 
@@ -286,8 +287,7 @@ class PaymentRequestAdmin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[PaymentRequest], decision: str, title: str
     ) -> HttpResponse | None:
         items = [
-            f"{payment.order}: {payment.get_status_display()}, {payment_evidence(payment).text}"
-            for payment in queryset
+            f"{payment.order}: {payment.get_status_display()}, {payment_evidence(payment).text}" for payment in queryset
         ]
         reason, page = reason_asked(self, request, queryset, title=title, items=items)
         if reason is None:
@@ -306,19 +306,24 @@ class PaymentRequestAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{payment.order}: {title.lower()} recorded")
         return None
 
-    @admin.action(description="Accept the payment (the order is paid)", permissions=["review"])
+    @admin.action(description=pgettext_lazy("staff", "Accept the payment (the order is paid)"), permissions=["review"])
     def accept(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
         return self._decide(request, queryset, Decision.ACCEPT, "Accept payment")
 
-    @admin.action(description="Reject the payment (the order is cancelled, funds to refund)", permissions=["review"])
+    @admin.action(
+        description=pgettext_lazy("staff", "Reject the payment (the order is cancelled, funds to refund)"),
+        permissions=["review"],
+    )
     def reject(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
         return self._decide(request, queryset, Decision.REJECT, "Reject payment")
 
-    @admin.action(description="Mark for refund", permissions=["review"])
+    @admin.action(description=pgettext_lazy("staff", "Mark for refund"), permissions=["review"])
     def mark_for_refund(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
         return self._decide(request, queryset, Decision.REFUND, "Mark for refund")
 
-    @admin.action(description="Open a goodwill refund (in the payment's asset)", permissions=["review"])
+    @admin.action(
+        description=pgettext_lazy("staff", "Open a goodwill refund (in the payment's asset)"), permissions=["review"]
+    )
     def goodwill_refund(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
         items = [f"{payment.order}: {payment.asset.symbol} on {payment.asset.network.name}" for payment in queryset]
         form_class = type("GoodwillFormFor", (GoodwillForm,), {"payments": list(queryset)})
@@ -335,7 +340,9 @@ class PaymentRequestAdmin(admin.ModelAdmin):
                 continue
             try:
                 refund = refund_goodwill_open(
-                    payment_id=payment.pk, amount_base_units=int(units), reviewer=request.user.get_username(),
+                    payment_id=payment.pk,
+                    amount_base_units=int(units),
+                    reviewer=request.user.get_username(),
                     reason=answers["reason"],
                 )
             except ValueError as exc:  # more than the address has left to give
@@ -409,11 +416,11 @@ class RefundAdmin(admin.ModelAdmin):
     def has_review_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.review_payment")
 
-    @admin.display(description="order")
+    @admin.display(description=pgettext_lazy("staff", "order"))
     def order(self, refund: Refund) -> str:
         return refund.payment.order.reference
 
-    @admin.display(description="amount")
+    @admin.display(description=pgettext_lazy("staff", "amount"))
     def amount(self, refund: Refund) -> str:
         return refund_units_text(refund)
 
@@ -430,8 +437,11 @@ class RefundAdmin(admin.ModelAdmin):
             try:
                 seen = answers.get(f"to_address_{refund.pk}", "") if approve else None
                 refund_decide(
-                    refund_id=refund.pk, approve=approve, reviewer=request.user.get_username(),
-                    reason=answers["reason"], to_address=seen,
+                    refund_id=refund.pk,
+                    approve=approve,
+                    reviewer=request.user.get_username(),
+                    reason=answers["reason"],
+                    to_address=seen,
                 )
             except RefundDecisionError as exc:
                 self.message_user(request, f"refund {refund.pk}: {exc}", messages.WARNING)
@@ -439,11 +449,14 @@ class RefundAdmin(admin.ModelAdmin):
                 self.message_user(request, f"refund {refund.pk}: {title.lower()} recorded")
         return None
 
-    @admin.action(description="Approve the refund (the treasurer's next run pays it)", permissions=["review"])
+    @admin.action(
+        description=pgettext_lazy("staff", "Approve the refund (the treasurer's next run pays it)"),
+        permissions=["review"],
+    )
     def approve(self, request: HttpRequest, queryset: QuerySet[Refund]) -> HttpResponse | None:
         return self._decide(request, queryset, approve=True, title="Approve refund")
 
-    @admin.action(description="Reject the refund", permissions=["review"])
+    @admin.action(description=pgettext_lazy("staff", "Reject the refund"), permissions=["review"])
     def reject(self, request: HttpRequest, queryset: QuerySet[Refund]) -> HttpResponse | None:
         return self._decide(request, queryset, approve=False, title="Reject refund")
 
@@ -473,7 +486,7 @@ class OutflowAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    @admin.display(description="amount")
+    @admin.display(description=pgettext_lazy("staff", "amount"))
     def amount(self, row: Any) -> str:
         return movement_units_text(row)
 
@@ -487,6 +500,13 @@ class SweepAdmin(OutflowAdmin):
 @admin.register(UnexpectedOutflow)
 class UnexpectedOutflowAdmin(OutflowAdmin):
     list_display = [
-        "pk", "payment", "network", "token_contract", "amount", "to_address", "tx_hash", "acknowledged_at",
+        "pk",
+        "payment",
+        "network",
+        "token_contract",
+        "amount",
+        "to_address",
+        "tx_hash",
+        "acknowledged_at",
     ]
     list_filter = ["network", "acknowledged_at"]

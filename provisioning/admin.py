@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import pgettext_lazy
 
 from core.admin_base import ReadOnlyAdmin, ReadOnlyInline, reason_asked
 from core.transition_event import TransitionNotAllowed
@@ -45,7 +46,10 @@ class NodeAdmin(admin.ModelAdmin):
         elif form.changed_data:  # only what was edited: a state moved meanwhile is not written back
             obj.save(update_fields=form.changed_data)
 
-    @admin.action(description="Put the selected nodes in maintenance (out of sale)", permissions=["change"])
+    @admin.action(
+        description=pgettext_lazy("staff", "Put the selected nodes in maintenance (out of sale)"),
+        permissions=["change"],
+    )
     def put_in_maintenance(self, request: HttpRequest, queryset: QuerySet[Node]) -> HttpResponse | None:
         items = [f"{node.name}: {node.get_state_display()}" for node in queryset]
         reason, page = reason_asked(self, request, queryset, title="Put in maintenance", items=items)
@@ -54,7 +58,9 @@ class NodeAdmin(admin.ModelAdmin):
         self._move(request, queryset, to=NodeState.MAINTENANCE, reason=reason)
         return None
 
-    @admin.action(description="Return the selected nodes to service (available)", permissions=["change"])
+    @admin.action(
+        description=pgettext_lazy("staff", "Return the selected nodes to service (available)"), permissions=["change"]
+    )
     def return_to_service(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
         self._move(request, queryset, to=NodeState.AVAILABLE, reason="returned to service in the admin")
 

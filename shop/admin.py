@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.translation import pgettext_lazy
 
 from core.admin_base import ReadOnlyInline, details_asked, reason_asked
 from core.email_address import EmailAddressInvalid, ascii_lower, email_match_key
@@ -79,18 +80,21 @@ class PaymentRequestInline(admin.StackedInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[PaymentRequest]:
         # Each payment's "received" is read from its credits (late money too): one query for all of them.
         credits = Credit.objects.on_chain().select_related("network", "asset")
-        return super().get_queryset(request).select_related("asset").prefetch_related(
-            Prefetch("credits", queryset=credits, to_attr="shown")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("asset")
+            .prefetch_related(Prefetch("credits", queryset=credits, to_attr="shown"))
         )
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
-    @admin.display(description="amount")
+    @admin.display(description=pgettext_lazy("staff", "amount"))
     def amount(self, payment: PaymentRequest) -> str:
         return payment_units_text(payment, payment.amount_base_units)
 
-    @admin.display(description="received (in its asset, late money too)")
+    @admin.display(description=pgettext_lazy("staff", "received (in its asset, late money too)"))
     def received(self, payment: PaymentRequest) -> str:
         return payment_evidence(payment, getattr(payment, "shown", None)).received
 
@@ -100,7 +104,14 @@ class ExtensionInline(ReadOnlyInline):
 
     model = Extension
     fields = [
-        "duration_days", "lots", "total_usd", "status", "created_at", "applied_at", "ends_at_before", "ends_at_after"
+        "duration_days",
+        "lots",
+        "total_usd",
+        "status",
+        "created_at",
+        "applied_at",
+        "ends_at_before",
+        "ends_at_after",
     ]
 
 
@@ -200,7 +211,9 @@ class OrderAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False  # an order and its evidence are kept
 
-    @admin.action(description="Cancel the selected orders and release their lots", permissions=["change"])
+    @admin.action(
+        description=pgettext_lazy("staff", "Cancel the selected orders and release their lots"), permissions=["change"]
+    )
     def cancel_orders(self, request: HttpRequest, queryset: QuerySet[Order]) -> None:
         for order in queryset:
             try:
@@ -219,7 +232,9 @@ class OrderAdmin(admin.ModelAdmin):
     def has_review_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("payments.review_payment")
 
-    @admin.action(description="Hold the selected orders' lots until a new date", permissions=["review"])
+    @admin.action(
+        description=pgettext_lazy("staff", "Hold the selected orders' lots until a new date"), permissions=["review"]
+    )
     def extend_hold(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse | None:
         items = [f"{order.reference}: {order.get_status_display()}, {order.lots} lot(s)" for order in queryset]
         answers, page = details_asked(
@@ -244,7 +259,10 @@ class OrderAdmin(admin.ModelAdmin):
     def has_manage_personal_data_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("shop.manage_personal_data")
 
-    @admin.action(description="Export the customers' personal data (JSON)", permissions=["manage_personal_data"])
+    @admin.action(
+        description=pgettext_lazy("staff", "Export the customers' personal data (JSON)"),
+        permissions=["manage_personal_data"],
+    )
     def export_personal_data(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse:
         first = PaymentRequest.objects.filter(extension=None).select_related("asset__network")
         first = first.prefetch_related("notices", "credits")
@@ -257,7 +275,7 @@ class OrderAdmin(admin.ModelAdmin):
         return response
 
     @admin.action(
-        description="Erase the customers' personal data (keeps the payment evidence)",
+        description=pgettext_lazy("staff", "Erase the customers' personal data (keeps the payment evidence)"),
         permissions=["manage_personal_data"],
     )
     def erase_personal_data(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse | None:

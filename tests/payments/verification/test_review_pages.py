@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+import pytest
 from django.utils import timezone
 
 from core.amounts import units_text
@@ -249,3 +250,22 @@ def test_an_extensions_payment_in_review_is_counted_apart_and_opens_on_its_page(
     # And its page offers the decisions, the evidence naming what came in the other asset
     page = client.get(f"{PAYMENTS_ADMIN}{payment.pk}/change/")
     assert "3.00 USDT on local" in text(page) and 'value="accept"' in page.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("language", "accept", "column"),
+    [("es", "Aceptar el pago (el pedido queda pagado)", "importe"), ("fr", "Accepter le paiement", "montant")],
+)
+def test_a_reviewer_reads_the_payment_list_s_actions_and_columns_in_their_language(
+    late_payment, reviewer, client, language, accept, column
+):
+    # Given a reviewer whose browser asks for Spanish or French
+    client.login(username="rita", password=STAFF_PASSWORD)
+
+    # When they open the list of payments
+    listing = client.get(PAYMENTS_ADMIN, headers={"Accept-Language": language})
+
+    # Then the actions they pick from and the columns they read are in that language
+    assert listing.status_code == 200
+    assert accept in text(listing) and column in text(listing).lower()
+    assert "Accept the payment" not in text(listing)
