@@ -42,7 +42,18 @@ PHONE = {"width": 390, "height": 844}  # an iPhone 12 to 15 in CSS pixels: the i
 # the variant's screenshot and findings.
 VARIANTS = (("", VIEWPORT, "light"), ("-390", PHONE, "light"), ("-390-dark", PHONE, "dark"))
 BLOCKING_IMPACTS = ("serious", "critical")
-NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+# Two frames, so that a new viewport or colour scheme is laid out; a page that renders no frame (Chromium stops
+# requestAnimationFrame for a page it considers hidden) goes on after half a second instead of waiting forever:
+# `page.evaluate` has no timeout of its own.
+NEXT_FRAME = """() => new Promise(done => {
+  requestAnimationFrame(() => requestAnimationFrame(done));
+  setTimeout(done, 500);
+})"""
+# axe-core's run, bounded for the same reason: a stuck run fails the check instead of hanging the suite.
+AXE_RUN = """async () => await Promise.race([
+  axe.run(document, {resultTypes: ['violations']}),
+  new Promise((_, fail) => setTimeout(() => fail(new Error('axe-core ran for over 60 s')), 60000)),
+])"""
 # The outermost elements that stick out past the phone's right edge (outside any box that scrolls them itself):
 # what makes the whole page scroll sideways.
 WIDER_THAN_THE_VIEWPORT = """() => {
@@ -146,7 +157,7 @@ def axe_violations(page) -> str:
     """The serious and critical violations axe-core finds on the page, one readable block each ('' if none)."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.evaluate(AXE.read_text(encoding="utf-8"))
-    results = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    results = page.evaluate(AXE_RUN)
     lines = []
     for violation in results["violations"]:
         if violation.get("impact") not in BLOCKING_IMPACTS:
