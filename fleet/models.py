@@ -31,10 +31,13 @@ class NodeState(models.TextChoices):
     FAILED = "failed", "failed"
     # Access given during a preparation that did not hand over is being removed from the node.
     REVOKING = "revoking", "revoking access"
+    # Rented, and its health probe fails (unreachable, a card missing, XID, ECC, a link down): the tenant keeps
+    # access while operators look; it recovers to in use, or its rental moves to a spare node.
+    DEGRADED = "degraded", "degraded (rented, failing its health probe)"
 
 
 # Nodes in these states are never offered for sale.
-UNSELLABLE_STATES = (NodeState.MAINTENANCE, NodeState.FAILED, NodeState.REVOKING)
+UNSELLABLE_STATES = (NodeState.MAINTENANCE, NodeState.FAILED, NodeState.REVOKING, NodeState.DEGRADED)
 
 
 def scratch_folders(text: str) -> list[str]:

@@ -302,6 +302,7 @@ class ExtensionStatus(models.TextChoices):
 # An extension still waiting for its money.
 EXTENSION_OPEN_STATUSES = (ExtensionStatus.AWAITING_PAYMENT, ExtensionStatus.PAYMENT_REPORTED)
 
+
 class Extension(models.Model):
     """More days for an active rental, bought with a payment request of its own (its `payment`)."""
 
@@ -334,3 +335,63 @@ class ExtensionEvent(TransitionEvent):
 
     def __str__(self) -> str:
         return f"{self.extension_id}: {self.from_status or '-'} -> {self.to_status}"
+
+
+class CreditKind(models.TextChoices):
+    DOWNTIME = "downtime", _("Downtime given back")  # probes found the rented node unreachable or failing
+    STAFF = "staff", _("Time adjusted by staff")  # added (or removed, negative) by staff with a reason
+
+
+class RentalCredit(models.Model):
+    """Time added to (or, by staff, removed from) a rental's end, one row per credit: the order's `ends_at` moved
+    by `seconds` in the same transaction (orders.credits). Downtime credits are capped per rental by
+    DOWNTIME_CREDIT_CAP_HOURS; `asked_seconds` is the downtime measured before the cap."""
+
+    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="credits")
+    kind = models.CharField(max_length=10, choices=CreditKind.choices)
+    seconds = models.IntegerField(help_text="Added to the end (negative: removed).")
+    asked_seconds = models.IntegerField(default=0, help_text="The downtime measured, before the cap.")
+    node = models.ForeignKey(
+        "provisioning.Node", on_delete=models.PROTECT, null=True, blank=True, related_name="rental_credits"
+    )
+    down_from = models.DateTimeField(null=True, blank=True)
+    down_until = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField()
+    actor = models.CharField(max_length=150)
+    created_at = models.DateTimeField(default=timezone.now)
+    ends_at_before = models.DateTimeField(null=True, blank=True)
+    ends_at_after = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            # One downtime credit per episode of a node: a probe or task run twice credits it once.
+            models.UniqueConstraint(
+                fields=["order", "node", "down_from"],
+                condition=Q(kind="downtime"),
+                name="one_credit_per_downtime_episode",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.order_id}: {self.kind} {self.seconds:+d} s"
+
+
+class SshKeyChange(models.Model):
+    """The customer replaced the order's SSH key (order page or API). Before preparation it only changes the
+    order; while active it is installed on the order's nodes (old key removed) and the manifest is signed again:
+    `applied_at` is set once every node carries it."""
+
+    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="key_changes")
+    old_fingerprint = models.CharField(max_length=100)
+    new_fingerprint = models.CharField(max_length=100)
+    actor = models.CharField(max_length=150, default="customer")
+    created_at = models.DateTimeField(default=timezone.now)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.order_id}: key {self.old_fingerprint} -> {self.new_fingerprint}"

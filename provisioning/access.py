@@ -236,8 +236,14 @@ def access_revoke(*, grant_id: int) -> bool:
         capacity.lock_sellable_nodes()
         order = Order.objects.select_for_update().get(pk=grant.order_id)
         AccessGrant.objects.filter(pk=grant.pk).update(revoked_at=now)
+        # A node that was failing its health probe is not sold again until an operator rechecks it.
+        degraded = Node.objects.filter(pk=grant.node_id, state=NodeState.DEGRADED).exists()
         nodes_transition(
-            node_ids=[grant.node_id], to=NodeState.AVAILABLE, actor="system", reason="rental ended", now=now
+            node_ids=[grant.node_id],
+            to=NodeState.FAILED if degraded else NodeState.AVAILABLE,
+            actor="system",
+            reason="rental ended on a node failing its health probe: recheck it" if degraded else "rental ended",
+            now=now,
         )
         capacity.release_lots_on(order=order, node_id=grant.node_id, now=now, reason="rental ended")
         if order.status == S.ACTIVE and not order.access_grants.live().exists():

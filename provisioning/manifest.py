@@ -163,24 +163,56 @@ def manifest_create(*, order: Order, runs: list[PreparationRun], grants: list[Ac
 
 
 def manifest_revise(*, order: Order, extension_id: int) -> Manifest | None:
-    """A new revision after an extension: the same evidence with the new end and the extensions' payments,
-    and `previous_body_sha256` naming the revision it replaces (kept, signed, in `previous`). Idempotent: a
-    revision that already names this extension is not signed again. The caller holds the order's row lock."""
+    """A new revision after an extension: the same evidence with the new end and the extensions' payments.
+    Idempotent: a revision that already names this extension is not signed again. The caller holds the order's
+    row lock."""
     manifest = Manifest.objects.filter(order=order).first()
-    if manifest is None:
-        return None
-    if extension_id in manifest.body.get("extension_ids", []):
+    if manifest is None or extension_id in manifest.body.get("extension_ids", []):
         return manifest
-    runs = list(order.preparation_runs.filter(status=RunStatus.PASSED).select_related("node").order_by("node__name"))
+    return _revision_sign(
+        manifest, order=order, extra={"extension_ids": [*manifest.body.get("extension_ids", []), extension_id]}
+    )
+
+
+def manifest_change(
+    *, order: Order, change_id: str, change: dict[str, Any], runs: list[PreparationRun] | None = None
+) -> Manifest | None:
+    """A new revision for a change of the rental other than an extension: a move to a spare node, a replaced SSH
+    key, time given back. `change` (JSON: its `kind` and what a reader needs, e.g. both nodes of a move) is
+    appended to the body's `changes`; `runs`, when given, are the passed runs whose nodes the rental is on now
+    (their preflight evidence replaces the nodes'); else the signed nodes stay. The access section follows the
+    order's current end and live grants. Idempotent by `change_id`. The caller holds the order's row lock."""
+    manifest = Manifest.objects.filter(order=order).first()
+    if manifest is None or change_id in manifest.body.get("change_ids", []):
+        return manifest
+    extra = {
+        "changes": [*manifest.body.get("changes", []), {"id": change_id, **change}],
+        "change_ids": [*manifest.body.get("change_ids", []), change_id],
+    }
+    return _revision_sign(manifest, order=order, extra=extra, runs=runs)
+
+
+def _revision_sign(
+    manifest: Manifest, *, order: Order, extra: dict[str, Any], runs: list[PreparationRun] | None = None
+) -> Manifest:
+    """Sign the next revision: the current evidence, `extra` on top, `previous_body_sha256` naming the revision it
+    replaces (kept, signed, in `previous`)."""
     grants = list(order.access_grants.handed_over())
-    body = manifest_body(order, runs, grants)
+    if runs is None:
+        passed = order.preparation_runs.filter(status=RunStatus.PASSED).select_related("node").order_by("node__name")
+        body = manifest_body(order, list(passed), grants)
+        body["nodes"] = manifest.body.get("nodes", body["nodes"])  # the preflight evidence stays what was signed
+    else:
+        body = manifest_body(order, runs, grants)
     body["extensions"] = _extensions_evidence(order)
     if manifest.body.get("access", {}).get("starts_at"):
         body["access"]["starts_at"] = manifest.body["access"]["starts_at"]
-    body["nodes"] = manifest.body.get("nodes", body["nodes"])  # the preflight evidence stays what was signed
+    for key in ("extension_ids", "changes", "change_ids"):  # what earlier revisions named stays named
+        if key in manifest.body:
+            body[key] = manifest.body[key]
+    body.update(extra)
     body["revision"] = int(manifest.body.get("revision", 1)) + 1
     body["previous_body_sha256"] = hashlib.sha256(canonical_json(manifest.body)).hexdigest()
-    body["extension_ids"] = [*manifest.body.get("extension_ids", []), extension_id]
     previous = {"body": manifest.body, "signature": manifest.signature, "public_key": manifest.public_key}
     body = json.loads(jcs_json(body))
     signature = base64.b64encode(signing_key().sign(canonical_json(body))).decode()

@@ -109,6 +109,9 @@ class AccessGrant(models.Model):
         null=True, blank=True, help_text="Given during a preparation that did not hand over: being removed."
     )
     reminders_sent = models.JSONField(default=list, blank=True, help_text="Hours before the end already reminded.")
+    # After the rental's end: processes stopped and cards freed, the key limited to read-only SFTP until then
+    # (DATA_GRACE_HOURS), and only then the clean end of rental. Empty: no window (yet).
+    grace_until = models.DateTimeField(null=True, blank=True, help_text="Read-only SFTP allowed until then.")
 
     objects = AccessGrantQuerySet.as_manager()
 
@@ -191,3 +194,83 @@ class NodeCheck(models.Model):
     def __str__(self) -> str:
         outcome = "running" if self.finished_at is None else ("passed" if self.passed else "failed")
         return f"{self.kind} {self.pk} of {self.node_id} ({outcome})"
+
+
+class NodeHealth(models.Model):
+    """One health probe of a rented node (every NODE_HEALTH_PROBE_MINUTES while access is live): reached over
+    SSH with its pinned host key, read without loading the cards or reading the tenant's files. `findings` is
+    the node tool's list of {check, status, detail}; `kernel_cursor` where its kernel log was read up to, so
+    that the next probe reports only new XID errors. Pruned by age (NODE_HEALTH_KEEP_DAYS)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="health_probes")
+    order = models.ForeignKey(
+        "shop.Order", on_delete=models.SET_NULL, null=True, blank=True, related_name="health_probes"
+    )
+    checked_at = models.DateTimeField(default=timezone.now)
+    reachable = models.BooleanField()
+    healthy = models.BooleanField()
+    findings = models.JSONField(default=list, blank=True)
+    summary = models.TextField(blank=True, help_text="What is wrong, in words (empty when healthy).")
+    kernel_cursor = models.CharField(max_length=100, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-checked_at", "-pk"]
+        indexes = [models.Index(fields=["node", "-checked_at"], name="node_health_latest")]
+
+    def __str__(self) -> str:
+        return f"health of {self.node_id} at {self.checked_at:%Y-%m-%d %H:%M} ({'ok' if self.healthy else 'failing'})"
+
+
+class MoveStatus(models.TextChoices):
+    REQUESTED = "requested", "requested"
+    PREPARING = "preparing", "preparing the spare node"  # its preparation run: setup and the full preflight
+    COPYING = "copying", "copying the tenant's data"
+    HANDING_OVER = "handing_over", "handing over the new node"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+    NO_NODE = "no_node", "no spare node free"
+
+
+class NodeMove(models.Model):
+    """An operator's move of a rental from a degraded or failed node to a spare one: the spare is prepared
+    with the order's preparation and preflight (`run`), the tenant's home and scratch checkpoints are copied
+    node to node when the old node answers (`copy_report`: what was and was not copied), the new access is
+    handed over with a new manifest revision naming both nodes, then the old node gets the clean end of rental.
+    One status table and one writer (provisioning.moves)."""
+
+    order = models.ForeignKey("shop.Order", on_delete=models.PROTECT, related_name="node_moves")
+    from_node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="moves_from")
+    to_node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="moves_to")
+    run = models.ForeignKey(PreparationRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    status = models.CharField(max_length=16, choices=MoveStatus.choices, default=MoveStatus.REQUESTED)
+    requested_by = models.CharField(max_length=150)
+    reason = models.TextField(blank=True)
+    copy_report = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["from_node"],
+                condition=models.Q(status__in=["requested", "preparing", "copying", "handing_over"]),
+                name="one_open_move_per_node",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"move {self.pk} of {self.order_id}: {self.from_node_id} -> {self.to_node_id} ({self.status})"
+
+
+class NodeMoveEvent(TransitionEvent):
+    """One row per change of a move's status (who, when, from, to, why)."""
+
+    move = models.ForeignKey(NodeMove, on_delete=models.CASCADE, related_name="events")
+    from_status = models.CharField(max_length=16, choices=MoveStatus.choices)
+    to_status = models.CharField(max_length=16, choices=MoveStatus.choices)
+
+    def __str__(self) -> str:
+        return f"{self.move_id}: {self.from_status} -> {self.to_status}"

@@ -39,8 +39,12 @@ NODE_TRANSITIONS: dict[str, frozenset[str]] = {
     N.ALLOCATED: frozenset({N.AVAILABLE, N.PREPARING, N.REVOKING, N.MAINTENANCE}),
     # Handed over; failed its preflight; freed (the order's key was refused); its access withdrawn.
     N.PREPARING: frozenset({N.IN_USE, N.FAILED, N.AVAILABLE, N.REVOKING}),
-    # The rental ended; access left on an order that is neither preparing nor active is withdrawn.
-    N.IN_USE: frozenset({N.AVAILABLE, N.REVOKING}),
+    # The rental ended; access left on an order that is neither preparing nor active is withdrawn; the health
+    # probe of the rented node fails (provisioning.health).
+    N.IN_USE: frozenset({N.AVAILABLE, N.REVOKING, N.DEGRADED}),
+    # Its probe passes again; the rental ended or moved away (the clean end of rental, then operators recheck it);
+    # an operator sets it aside; access left on an order no longer active is withdrawn.
+    N.DEGRADED: frozenset({N.IN_USE, N.FAILED, N.MAINTENANCE, N.REVOKING}),
     N.REVOKING: frozenset({N.AVAILABLE}),
     # Only an operator takes a node out of failed or maintenance (admin actions, or a recheck that passed).
     N.FAILED: frozenset({N.AVAILABLE, N.MAINTENANCE}),

@@ -364,6 +364,19 @@ NODE_CONNECT_TIMEOUT_SECONDS = env_int("NODE_CONNECT_TIMEOUT_SECONDS", 10)
 PREPARATION_STUCK_AFTER_SECONDS = env_int("PREPARATION_STUCK_AFTER_SECONDS", 120)
 REMINDER_HOURS = (72, 24, 1)
 
+# The renter's campaign (docs: README "Rented nodes"). Rented nodes are probed every few minutes without
+# loading their cards; results are kept this many days.
+NODE_HEALTH_PROBE_MINUTES = env_int("NODE_HEALTH_PROBE_MINUTES", 5)
+NODE_HEALTH_KEEP_DAYS = env_int("NODE_HEALTH_KEEP_DAYS", 14)
+# Downtime the probes saw is added to the rental's end, at most this many hours per rental (the terms say so).
+DOWNTIME_CREDIT_CAP_HOURS = env_int("DOWNTIME_CREDIT_CAP_HOURS", 72)
+# A move to a spare node copies at most this many GiB of the tenant's home and scratch, node to node.
+MOVE_COPY_MAX_GIB = env_int("MOVE_COPY_MAX_GIB", 200)
+# After the end, the account may download its data over read-only SFTP for this many hours (0: none).
+DATA_GRACE_HOURS = env_int("DATA_GRACE_HOURS", 12)
+# On: a paid order's preparation starts by itself (operators can still stop it). Off: operators trigger it.
+AUTO_PREPARE = env_bool("AUTO_PREPARE", False)
+
 DEFAULT_EXCEPTION_REPORTER_FILTER = "core.redaction.SecretsHidingExceptionReporterFilter"
 # `json`: one JSON object per line (time, level, logger, message, and order, network, node, task where known);
 # else text with the same fields (core/logs.py). Either way every line goes through core.redaction: order

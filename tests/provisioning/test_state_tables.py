@@ -69,7 +69,7 @@ def test_an_allowed_node_move_is_saved_with_one_event(db, src, to):
     event = NodeEvent.objects.get(node=node)
     assert (event.actor, event.from_state, event.to_state, event.reason) == ("olga", src, to, "why it moved")
     # The reason is shown on the node while it is out of sale, and cleared when it sells again
-    assert node.state_reason == ("why it moved" if to in {"maintenance", "failed", "revoking"} else "")
+    assert node.state_reason == ("why it moved" if to in {"maintenance", "failed", "revoking", "degraded"} else "")
 
 
 @pytest.mark.parametrize(("src", "to"), NODE_REFUSED)
