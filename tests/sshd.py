@@ -76,7 +76,8 @@ done | sort -u
 def uid_floor() -> int:
     """Where this test process's sandboxed accounts start numbering: apart for each pytest-xdist worker."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    return 20_000 + 2_000 * int(worker or 0)
+    # SANDBOX_UID_BASE keeps two test runs on one machine (two checkouts at once) apart too.
+    return int(os.environ.get("SANDBOX_UID_BASE", "20000")) + 2_000 * int(worker or 0)
 
 
 class SandboxSshd:

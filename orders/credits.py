@@ -1,0 +1,124 @@
+"""Time given back on a rental: downtime the health probes saw, and staff's adjustments. One writer of the
+order's end for credits: each credit is one `RentalCredit` row and moves `Order.ends_at` by its seconds in the
+same transaction, under the order's row lock.
+
+Downtime credits are capped per rental by DOWNTIME_CREDIT_CAP_HOURS (the terms page says so): past the cap a
+credit is still recorded, with the seconds it could give (0) and the downtime it measured (`asked_seconds`), so
+the customer and staff see both. One credit per downtime episode of a node (a unique constraint): a probe or a
+task that runs twice credits it once. Staff add or remove time with a reason; removing never puts the end in
+the past.
+
+`rental_end_moved` is sent inside that transaction (with `order`, `ends_at` and `credit`): provisioning moves
+the live grants' end and the nodes' key backstop with it, as for an extension.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+from django.dispatch import Signal
+from django.utils import timezone
+
+from orders.models import CreditKind, Order, OrderStatus, RentalCredit
+from orders.orders import order_note
+
+rental_end_moved = Signal()
+
+
+class CreditRefused(Exception):
+    """The adjustment cannot be made (the rental is not running, no reason, the end would be in the past)."""
+
+
+def downtime_credited_seconds(order: Order) -> int:
+    """Seconds of downtime already given back on this rental (what the cap is measured against)."""
+    total = order.credits.filter(kind=CreditKind.DOWNTIME).aggregate(total=Sum("seconds"))["total"]
+    return int(total or 0)
+
+
+def rental_downtime_credit(
+    *, order_id: int, node_id: int, down_from: dt.datetime, down_until: dt.datetime, actor: str = "system"
+) -> RentalCredit | None:
+    """Give back the downtime [down_from, down_until) of a node of an active rental, within the cap. Idempotent
+    per (order, node, down_from): the episode's existing credit is returned. None when the rental is not active
+    (nothing to give back) or the window is empty."""
+    asked = int((down_until - down_from).total_seconds())
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(pk=order_id)
+        existing = order.credits.filter(kind=CreditKind.DOWNTIME, node_id=node_id, down_from=down_from).first()
+        if existing is not None:
+            return existing
+        if order.status != OrderStatus.ACTIVE or order.ends_at is None or asked <= 0:
+            return None
+        room = max(0, settings.DOWNTIME_CREDIT_CAP_HOURS * 3600 - downtime_credited_seconds(order))
+        seconds = min(asked, room)
+        capped = " (capped: the rental's downtime credit is used up)" if seconds < asked else ""
+        reason = f"downtime of {_duration(asked)} seen by the health probes{capped}"
+        return _credit_write(
+            order=order,
+            kind=CreditKind.DOWNTIME,
+            seconds=seconds,
+            asked=asked,
+            reason=reason,
+            actor=actor,
+            node_id=node_id,
+            down_from=down_from,
+            down_until=down_until,
+        )
+
+
+def rental_time_adjust(*, order_id: int, seconds: int, reason: str, actor: str) -> RentalCredit:
+    """Staff add (positive) or remove (negative) time on an active rental, with a reason. CreditRefused, in
+    words, for no reason, no time, a rental that is not running, or an end that would be in the past."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise CreditRefused("give a reason: the customer and the other staff read it")
+    if not seconds:
+        raise CreditRefused("give a number of minutes other than 0")
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(pk=order_id)
+        if order.status != OrderStatus.ACTIVE or order.ends_at is None:
+            raise CreditRefused(f"order {order.reference} is {order.get_status_display()}: only a running rental moves")
+        if order.ends_at + dt.timedelta(seconds=seconds) <= timezone.now():
+            raise CreditRefused("that would end the rental in the past: remove less time")
+        return _credit_write(
+            order=order, kind=CreditKind.STAFF, seconds=seconds, asked=seconds, reason=reason, actor=actor
+        )
+
+
+def _credit_write(
+    *, order: Order, kind: str, seconds: int, asked: int, reason: str, actor: str, **fields
+) -> RentalCredit:
+    now = timezone.now()
+    before = order.ends_at
+    after = before + dt.timedelta(seconds=seconds)
+    credit = RentalCredit.objects.create(
+        order=order,
+        kind=kind,
+        seconds=seconds,
+        asked_seconds=asked,
+        reason=reason,
+        actor=actor,
+        created_at=now,
+        ends_at_before=before,
+        ends_at_after=after,
+        **fields,
+    )
+    if seconds:
+        order.ends_at = after
+        order.save(update_fields=["ends_at", "updated_at"])
+        rental_end_moved.send(sender=RentalCredit, order=order, ends_at=after, credit=credit)
+    order_note(
+        order=order,
+        actor=actor,
+        reason=f"end {'+' if seconds >= 0 else '-'}{_duration(abs(seconds))}: {reason}",
+        now=now,
+    )
+    return credit
+
+
+def _duration(seconds: int) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours} h {rest // 60:02d} min" if hours else f"{rest // 60} min"
