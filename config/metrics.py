@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.db.models import Count, Min, OuterRef, Subquery
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -21,6 +22,8 @@ from orders.capacity import lots_available
 from orders.models import Order, OrderEvent, OrderStatus, OutgoingEmail
 from payments.models import Network, PaymentRequest, ProviderUsage, Refund, ScanCursor, UnexpectedOutflow
 from payments.rpc_config import rpc_urls
+from provisioning.auto_prepare import AUTO_ACTOR
+from provisioning.health import probe_ages
 from provisioning.models import Node, NodeState, PreparationRun, RunStatus
 
 # A payment is open while its order waits for the money.
@@ -49,6 +52,22 @@ def oldest_in_status_seconds(status: str, now: dt.datetime) -> float:
     return max(0.0, (now - since).total_seconds()) if since else 0.0
 
 
+def paid_waiting_on_person_seconds(now: dt.datetime) -> float:
+    """The paid orders that wait on an operator's "Prepare": all of them, or with AUTO_PREPARE on (their
+    preparation starts by itself) only those whose automatic start could not start it, since it said so."""
+    if not settings.AUTO_PREPARE:
+        return oldest_in_status_seconds(OrderStatus.PAID, now)
+    gave_up = OrderEvent.objects.filter(
+        order=OuterRef("pk"), from_status=OrderStatus.PAID, to_status=OrderStatus.PAID, actor=AUTO_ACTOR
+    ).order_by("-created_at")
+    since = (
+        Order.objects.filter(status=OrderStatus.PAID)
+        .annotate(waits=Subquery(gave_up.values("created_at")[:1]))
+        .aggregate(oldest=Min("waits"))["oldest"]
+    )
+    return max(0.0, (now - since).total_seconds()) if since else 0.0
+
+
 def _shop(now: dt.datetime) -> Iterator[Metric]:
     orders = GaugeMetricFamily("shop_orders", "Orders by status.", labels=["status"])
     for status, n in _counts(Order.objects.all(), "status", OrderStatus.values).items():
@@ -57,8 +76,8 @@ def _shop(now: dt.datetime) -> Iterator[Metric]:
     yield GaugeMetricFamily("shop_lots_available", "Lots that can be sold now.", value=lots_available(now))
     yield GaugeMetricFamily(
         "shop_paid_unprepared_oldest_seconds",
-        "How long the paid order that has waited longest for its preparation has waited (0: none waits).",
-        value=oldest_in_status_seconds(OrderStatus.PAID, now),
+        "How long the paid order that has waited longest on a person for its preparation has waited (0: none waits).",
+        value=paid_waiting_on_person_seconds(now),
     )
     yield GaugeMetricFamily(
         "outbox_emails_pending", "Customer emails stored and not sent yet.",
@@ -166,6 +185,19 @@ def _provisioning() -> Iterator[Metric]:
     for result, n in _counts(PreparationRun.objects.all(), "status", FINISHED_RUN_STATUSES).items():
         runs.add_metric([result], n)
     yield runs
+
+    # Rented nodes' health probes (provisioning/health.py): degraded nodes are provisioning_nodes{state="degraded"}.
+    ages = GaugeMetricFamily(
+        "provisioning_node_health_age_seconds", "Seconds since the newest health probe of each rented node.",
+        labels=["node"],
+    )  # fmt: skip
+    for name, seconds in probe_ages(timezone.now()):
+        ages.add_metric([name], seconds)
+    yield ages
+    yield GaugeMetricFamily(
+        "provisioning_node_health_interval_seconds", "How often rented nodes are probed (NODE_HEALTH_PROBE_MINUTES).",
+        value=60 * settings.NODE_HEALTH_PROBE_MINUTES,
+    )  # fmt: skip
 
 
 class RowsCollector(Collector):

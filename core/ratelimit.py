@@ -30,6 +30,8 @@ COUNTED = {
     ("shop:order_find", "POST"): "lookups",
     ("api_order_extend", "POST"): "extensions",
     ("shop:order_extend", "POST"): "extensions",
+    ("api_order_ssh_key", "POST"): "key_changes",
+    ("shop:order_ssh_key", "POST"): "key_changes",
 }
 # Views that check an order token: a 404 counts as a failed guess, and past the limit they all answer 429.
 # Every one of them: a view left out is a free guessing oracle (tests/security/test_ratelimit.py).
@@ -41,6 +43,8 @@ TOKEN_CHECKED = {
     "shop:order_status",
     "shop:order_paid",
     "shop:order_extend",
+    "api_order_ssh_key",
+    "shop:order_ssh_key",
     "shop:refund_address",
     "shop:order_manifest",
     "shop:order_receipt",
@@ -59,6 +63,8 @@ def limits() -> dict[str, Limit]:
         "paid": Limit(settings.RATELIMIT_PAID, settings.RATELIMIT_WINDOW_S),
         # Each extension opened watches a new address for days: few are ever needed.
         "extensions": Limit(settings.RATELIMIT_EXTENSIONS, settings.RATELIMIT_WINDOW_S),
+        # Each key replaced on an active rental rewrites the account on every node.
+        "key_changes": Limit(settings.RATELIMIT_KEY_CHANGES, settings.RATELIMIT_WINDOW_S),
         "token_failures": Limit(settings.RATELIMIT_TOKEN_FAILURES, settings.RATELIMIT_WINDOW_S),
         "lookups": Limit(settings.RATELIMIT_LOOKUPS, settings.RATELIMIT_WINDOW_S),
         # Its own, longer window: it caps the emails a stranger can make one address receive.

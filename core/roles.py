@@ -52,6 +52,9 @@ ROLES = {
             "provisioning.view_accessgrant",
             "provisioning.view_manifest",
             "provisioning.view_nodecheck",
+            # Time given back or adjusted on a rental, with a reason (shop/admin_time.py)
+            "shop.view_rentalcredit",
+            "shop.add_rentalcredit",
         ],
     ),
 }

@@ -22,14 +22,25 @@ from django.db.models import Sum
 from django.dispatch import Signal
 from django.utils import timezone
 
+from orders import credit_lines  # noqa: F401  registers the "time_adjusted" email with the outbox
 from orders.models import CreditKind, Order, OrderStatus, RentalCredit
 from orders.orders import order_note
+from orders.outbox import email_enqueue
 
 rental_end_moved = Signal()
+# A staff adjustment moves the end by at most this much at once (a typo of minutes must not give a year).
+STAFF_ADJUST_MAX = dt.timedelta(days=60)
+REASON_MAX = 500  # the customer reads it on the order page, the receipt and an email
 
 
 class CreditRefused(Exception):
-    """The adjustment cannot be made (the rental is not running, no reason, the end would be in the past)."""
+    """The adjustment cannot be made (the rental is not running, no reason, the end would be in the past).
+    `field` names the input at fault ("reason", "minutes"; None: the order itself), for the form to show it."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
 
 
 def downtime_credited_seconds(order: Order) -> int:
@@ -43,14 +54,17 @@ def rental_downtime_credit(
 ) -> RentalCredit | None:
     """Give back the downtime [down_from, down_until) of a node of an active rental, within the cap. Idempotent
     per (order, node, down_from): the episode's existing credit is returned. None when the rental is not active
-    (nothing to give back) or the window is empty."""
-    asked = int((down_until - down_from).total_seconds())
+    (nothing to give back) or the window is empty. Downtime after the rental's planned end was not rental time:
+    the window stops there."""
     with transaction.atomic():
         order = Order.objects.select_for_update().get(pk=order_id)
         existing = order.credits.filter(kind=CreditKind.DOWNTIME, node_id=node_id, down_from=down_from).first()
         if existing is not None:
             return existing
-        if order.status != OrderStatus.ACTIVE or order.ends_at is None or asked <= 0:
+        if order.status != OrderStatus.ACTIVE or order.ends_at is None:
+            return None
+        asked = int((min(down_until, order.ends_at) - down_from).total_seconds())
+        if asked <= 0:
             return None
         room = max(0, settings.DOWNTIME_CREDIT_CAP_HOURS * 3600 - downtime_credited_seconds(order))
         seconds = min(asked, room)
@@ -74,25 +88,33 @@ def rental_time_adjust(*, order_id: int, seconds: int, reason: str, actor: str) 
     words, for no reason, no time, a rental that is not running, or an end that would be in the past."""
     reason = (reason or "").strip()
     if not reason:
-        raise CreditRefused("give a reason: the customer and the other staff read it")
+        raise CreditRefused("give a reason: the customer and the other staff read it", field="reason")
+    if len(reason) > REASON_MAX:
+        raise CreditRefused(f"keep the reason under {REASON_MAX} characters", field="reason")
     if not seconds:
-        raise CreditRefused("give a number of minutes other than 0")
+        raise CreditRefused("give a number of minutes other than 0", field="minutes")
+    if abs(seconds) > STAFF_ADJUST_MAX.total_seconds():
+        raise CreditRefused(f"at most {STAFF_ADJUST_MAX.days} days at once", field="minutes")
     with transaction.atomic():
         order = Order.objects.select_for_update().get(pk=order_id)
         if order.status != OrderStatus.ACTIVE or order.ends_at is None:
             raise CreditRefused(f"order {order.reference} is {order.get_status_display()}: only a running rental moves")
         if order.ends_at + dt.timedelta(seconds=seconds) <= timezone.now():
-            raise CreditRefused("that would end the rental in the past: remove less time")
-        return _credit_write(
+            raise CreditRefused("that would end the rental in the past: remove less time", field="minutes")
+        credit = _credit_write(
             order=order, kind=CreditKind.STAFF, seconds=seconds, asked=seconds, reason=reason, actor=actor
         )
+        # The customer is told in their language (downtime credits are told by the recovery's email).
+        email_enqueue(order_id=order.pk, name="time_adjusted", params={"credit_id": credit.pk})
+        return credit
 
 
 def _credit_write(
-    *, order: Order, kind: str, seconds: int, asked: int, reason: str, actor: str, **fields
+    *, order: Order, kind: str, seconds: int, asked: int, reason: str, actor: str, **fields: object
 ) -> RentalCredit:
     now = timezone.now()
     before = order.ends_at
+    assert before is not None  # both callers checked that the rental runs, under the row lock
     after = before + dt.timedelta(seconds=seconds)
     credit = RentalCredit.objects.create(
         order=order,
@@ -110,6 +132,8 @@ def _credit_write(
         order.ends_at = after
         order.save(update_fields=["ends_at", "updated_at"])
         rental_end_moved.send(sender=RentalCredit, order=order, ends_at=after, credit=credit)
+    else:  # a credit past the cap moves nothing, but the customer's page lists it: its version moves
+        order.save(update_fields=["updated_at"])
     order_note(
         order=order,
         actor=actor,

@@ -385,6 +385,8 @@ class SshKeyChange(models.Model):
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="key_changes")
     old_fingerprint = models.CharField(max_length=100)
     new_fingerprint = models.CharField(max_length=100)
+    # The new key's normalised line (orders.sshkeys): what the job installs while the rental is active.
+    public_key = models.TextField(blank=True)
     actor = models.CharField(max_length=150, default="customer")
     created_at = models.DateTimeField(default=timezone.now)
     applied_at = models.DateTimeField(null=True, blank=True)

@@ -22,3 +22,11 @@ def order_status_path(order: Order) -> str:
 
 def order_receipt_path(order: Order) -> str:
     return reverse("shop:order_receipt", kwargs={"reference": order.reference, "token": order_access_token(order)})
+
+
+KEY_FORM_ID = "ssh-key"  # the id of the order page's "Replace SSH key" form
+
+
+def order_key_form_path(order: Order) -> str:
+    """The order page at its "Replace SSH key" form: what the email about a refused key links to."""
+    return f"{order_status_path(order)}#{KEY_FORM_ID}"

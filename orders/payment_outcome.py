@@ -11,9 +11,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.utils import timezone
 
 from core.input_errors import OrderInputError
+from core.jobs.kinds import JobKind
+from core.jobs.outbox import job_enqueue
 from orders import capacity
 from orders.capacity_shown import lots_available_forget
 from orders.extensions import extension_money_late, extension_payment_outcome
@@ -163,7 +166,10 @@ def order_payment_outcome(
         _holds_follow(order=order, holds=rule.holds, reason=reason, now=now)
         return order
     if order.status in rule.moves_from:
-        order_transition(order=order, to=rule.target, actor=actor, reason=reason, now=now)
+        moved = order_transition(order=order, to=rule.target, actor=actor, reason=reason, now=now)
+        if moved and rule.target == S.PAID and settings.AUTO_PREPARE:
+            # Provisioning starts the preparation (AUTO_PREPARE): a job stored with the payment's outcome.
+            job_enqueue(JobKind.PREPARATION_AUTO, order_id=order.pk)
     elif order.status not in rule.stays_in:
         _outcome_unmoved(order=order, outcome=outcome, reason=reason, actor=actor, now=now, note=note_if_unmoved)
         return order

@@ -60,6 +60,13 @@ def parse_ssh_public_key(text: str) -> SshPublicKey:
     if len(parts) < 2:
         raise SshKeyError(_("An SSH public key looks like 'ssh-ed25519 AAAA... comment'."))
     key_type, data = parts[0], parts[1]
+    later_words = lines[0].split()[1:]
+    if key_type in ALLOWED_TYPES and any(word in ALLOWED_TYPES for word in later_words[1:]):
+        raise SshKeyError(_("Paste exactly one public key, on one line."))  # a second key in the "comment"
+    if key_type not in ALLOWED_TYPES and any(word in ALLOWED_TYPES for word in later_words):
+        raise SshKeyError(
+            _('Paste the key alone: options before it, such as command="..." or from="...", are not accepted.')
+        )
     comment = _sanitised_comment(parts[2] if len(parts) == 3 else "")
     if key_type not in ALLOWED_TYPES:
         if key_type in ("ssh-dss", "ssh-dsa"):

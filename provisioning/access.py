@@ -12,6 +12,7 @@ import re
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core.jobs.kinds import JobKind
@@ -170,7 +171,8 @@ def access_follow_extension(sender: object, *, extension: Extension, order: Orde
     """An extension applied (orders.extensions.extension_applied, inside its transaction): the order's grants end
     with the rental, the reminders are planned again from the new end (none was sent for it), and the nodes' key
     backstop follows through the job outbox (access_extend_on_nodes)."""
-    AccessGrant.objects.live().filter(order=order).update(ends_at=ends_at, reminders_sent=[])
+    # A data window open meanwhile closes: the rental goes on (the node tool's `grant` gives the whole login back).
+    AccessGrant.objects.live().filter(order=order).update(ends_at=ends_at, reminders_sent=[], grace_until=None)
     job_enqueue(JobKind.ACCESS_EXTEND, extension_id=extension.pk)
 
 
@@ -183,7 +185,20 @@ def access_extend_on_nodes(*, extension_id: int) -> int:
     extension = applied.filter(pk=extension_id).first()
     if extension is None:
         return 0
-    order = extension.order
+    count = access_backstop_on_nodes(order=extension.order)
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(pk=extension.order_id)
+        manifest_revise(order=order, extension_id=extension.pk)
+    log.info("order %s: access extended to %s on %s node(s)", order.reference, order.ends_at, count)
+    return count
+
+
+def access_backstop_on_nodes(*, order: Order) -> int:
+    """The rental's end moved (an extension, time credited or adjusted): each live account's key backstop (its
+    `expiry-time` and the account's expiry day) follows the order's current end on the node, through the driver
+    (the access tool's `grant` on an existing account only refreshes its expiry). Idempotent: it writes the
+    current end, whatever ran before. Returns how many nodes carry it."""
+    order = Order.objects.get(pk=order.pk)  # the end as it is now, not as the caller read it
     grants = list(order.access_grants.handed_over().select_related("node"))
     key_line = access_key_line(order)
     for grant in grants:
@@ -198,10 +213,6 @@ def access_extend_on_nodes(*, extension_id: int) -> int:
             _access_tool(
                 driver, grant.node, "grant", "--account", grant.account, "--key-file", key_file, "--expires", expires
             )
-    with transaction.atomic():
-        order = Order.objects.select_for_update().get(pk=order.pk)
-        manifest_revise(order=order, extension_id=extension.pk)
-    log.info("order %s: access extended to %s on %s node(s)", order.reference, order.ends_at, len(grants))
     return len(grants)
 
 
@@ -236,8 +247,9 @@ def access_revoke(*, grant_id: int) -> bool:
         capacity.lock_sellable_nodes()
         order = Order.objects.select_for_update().get(pk=grant.order_id)
         AccessGrant.objects.filter(pk=grant.pk).update(revoked_at=now)
-        # A node that was failing its health probe is not sold again until an operator rechecks it.
-        degraded = Node.objects.filter(pk=grant.node_id, state=NodeState.DEGRADED).exists()
+        # A node that was failing its health probe (or that an operator marked failed: a rental moved away from
+        # it) is not sold again until an operator rechecks it.
+        degraded = Node.objects.filter(pk=grant.node_id, state__in=(NodeState.DEGRADED, NodeState.FAILED)).exists()
         nodes_transition(
             node_ids=[grant.node_id],
             to=NodeState.FAILED if degraded else NodeState.AVAILABLE,
@@ -317,9 +329,14 @@ def _ensure_tool(driver: Driver) -> None:
 
 
 def grants_due(now: dt.datetime):
-    """Access whose rental has ended, less the rentals whose end waits for an extension's money seen in time."""
+    """Access whose rental has ended and whose data window (provisioning/data_window.py) is over, less the rentals
+    whose end waits for an extension's money seen in time. With DATA_GRACE_HOURS at 0 there is no window: the
+    end itself (a window opened before the setting changed is still kept)."""
     held = orders_held_for_extension_money(now=now)
-    return AccessGrant.objects.handed_over().filter(ends_at__lte=now).exclude(order_id__in=held)
+    due = AccessGrant.objects.handed_over().filter(ends_at__lte=now).exclude(order_id__in=held)
+    if settings.DATA_GRACE_HOURS > 0:
+        return due.filter(grace_until__lte=now)
+    return due.filter(Q(grace_until__isnull=True) | Q(grace_until__lte=now))
 
 
 def reminders_due(now: dt.datetime) -> list[tuple[AccessGrant, int]]:

@@ -1,5 +1,5 @@
-"""POST /api/v1/orders/<reference>/prepare/ and POST /api/v1/nodes/<name>/recheck/: operators only (session or
-DRF token)."""
+"""POST /api/v1/orders/<reference>/prepare/, POST /api/v1/nodes/<name>/recheck/ and POST
+/api/v1/nodes/<name>/move/: operators only (session or DRF token)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from rest_framework.views import APIView
 
 from core.api_errors import BAD_INPUT, CONFLICT, NOT_ALLOWED, NOT_FOUND
 from orders.models import Order
-from provisioning.models import Node, NodeCheck
+from provisioning.models import Node, NodeCheck, NodeMove
+from provisioning.moves import MoveRefused, move_for_node
 from provisioning.node_checks import RecheckRefused, UnknownPreparation, recheck_start
 from provisioning.prepare import PreparationError, preparation_start
 
@@ -115,3 +116,45 @@ class NodeRecheckApi(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         check.refresh_from_db()
         return Response(NodeCheckOutput(node_check_body(check)).data, status=status.HTTP_202_ACCEPTED)
+
+
+class NodeMoveOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    order = serializers.CharField()
+    from_node = serializers.CharField()
+    to_node = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    requested_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    error = serializers.CharField(allow_blank=True)
+
+
+def node_move_body(move: NodeMove) -> dict:
+    return {
+        "id": move.pk,
+        "order": move.order.reference,
+        "from_node": move.from_node.name,
+        "to_node": move.to_node.name if move.to_node else None,
+        "status": move.status,
+        "requested_by": move.requested_by,
+        "created_at": move.created_at,
+        "error": move.error,
+    }
+
+
+class NodeMoveApi(APIView):
+    permission_classes = [IsOperator]
+
+    @extend_schema(
+        request=None,
+        responses={202: NodeMoveOutput, 401: NOT_ALLOWED, 403: NOT_ALLOWED, 404: NOT_FOUND, 409: CONFLICT},
+        summary="Move the rental on a degraded or failed node to a spare node (operators)",
+    )
+    def post(self, request: Request, name: str) -> Response:
+        node = get_object_or_404(Node, name=name)
+        try:
+            move = move_for_node(node=node, actor=request.user.get_username())
+        except MoveRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        move = NodeMove.objects.select_related("order", "from_node", "to_node").get(pk=move.pk)
+        return Response(NodeMoveOutput(node_move_body(move)).data, status=status.HTTP_202_ACCEPTED)

@@ -8,8 +8,11 @@ class ProvisioningConfig(AppConfig):
     verbose_name = "Provisioning"
 
     def ready(self) -> None:
+        from orders.credits import rental_end_moved
         from orders.extensions import extension_applied
         from provisioning import emails  # noqa: F401  registers its emails with the outbox
         from provisioning.access import access_follow_extension
+        from provisioning.end_follow import access_follow_end
 
         extension_applied.connect(access_follow_extension, dispatch_uid="access_follow_extension")
+        rental_end_moved.connect(access_follow_end, dispatch_uid="access_follow_end")

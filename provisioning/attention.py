@@ -1,13 +1,14 @@
 """What waits on a human, in one list, oldest first: the "Needs attention" list at the top of /ops/, and the
 queue on the admin's start page.
 
-Paid orders not prepared yet, payments in review (an order's, or an extension's), failed preparations,
-failed or maintenance nodes, unacknowledged unexpected outflows, refunds waiting for a reviewer's approval,
-approved refunds waiting for the treasurer's signer. Each item's age runs from the moment it started waiting
-(the event that moved the row to its status; an outflow's detection), and its link goes to where it is
-handled: the console's own section, or the admin page of the row. Each kind names the permission that acts on
-it and who holds it (ACTORS): a person is shown what their role can act on, and told how much waits on others
-(attention_for). Amounts are in units with their symbol. Read only."""
+Paid orders not prepared yet, payments in review (an order's, or an extension's), failed preparations, failed,
+maintenance or degraded nodes (rented, their health probe failing), unacknowledged unexpected outflows, refunds
+waiting for a reviewer's approval, approved refunds waiting for the treasurer's signer. Each item's age runs from
+the moment it started waiting (the event that moved the row to its status; an outflow's detection), and its link
+goes to where it is handled: the console's own section, or the admin page of the row. Each kind names the
+permission that acts on it and who holds it (ACTORS): a person is shown what their role can act on, and told how
+much waits on others (attention_for). Amounts are in units with their symbol. Rentals whose move to a spare node
+ended without one (provisioning.moves.moves_waiting) wait on an operator too. Read only."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from payments.amount_text import movement_units_text, refund_units_text, with_as
 from payments.models import Credit, PaymentRequest, Refund, RefundEvent, RefundStatus, UnexpectedOutflow
 from payments.review import payment_evidence
 from provisioning.models import Node, NodeEvent, NodeState
+from provisioning.moves import moves_waiting
 
 S = OrderStatus
 
@@ -44,6 +46,7 @@ KINDS = {
     "extension_review": pgettext_lazy("staff", "Extension payment in review"),
     "preparation_failed": pgettext_lazy("staff", "Preparation failed"),
     "node": pgettext_lazy("staff", "Node out of sale"),
+    "move": pgettext_lazy("staff", "Rental to move"),
     "outflow": pgettext_lazy("staff", "Unexpected outflow"),
     "refund": pgettext_lazy("staff", "Refund to approve"),
     "refund_to_pay": pgettext_lazy("staff", "Refund approved, to pay"),
@@ -55,6 +58,7 @@ ACTORS = {
     "paid": ("provisioning.prepare_order", OPERATORS),
     "preparation_failed": ("provisioning.prepare_order", OPERATORS),
     "node": ("provisioning.change_node", OPERATORS),
+    "move": ("provisioning.prepare_order", OPERATORS),
     "outflow": ("provisioning.prepare_order", OPERATORS),  # acknowledged in the console
     "review": ("payments.review_payment", REVIEWERS),
     "extension_review": ("payments.review_payment", REVIEWERS),
@@ -70,6 +74,7 @@ QUEUE = {
     "paid": pgettext_lazy("staff", "Paid orders to prepare"),
     "preparation_failed": pgettext_lazy("staff", "Failed preparations"),
     "node": pgettext_lazy("staff", "Nodes out of sale"),
+    "move": pgettext_lazy("staff", "Rentals to move"),
     "outflow": pgettext_lazy("staff", "Unexpected outflows"),
     "refund_to_pay": pgettext_lazy("staff", "Approved refunds to pay"),
 }
@@ -110,12 +115,14 @@ def needs_attention() -> list[Attention]:
             if kind == "review":
                 link, detail = _review(order, detail)
             items.append(Attention(kind, order.reference, detail, order.since, link))
-    for state in (NodeState.FAILED, NodeState.MAINTENANCE):
+    # A degraded node is rented and out of sale: its health probe fails (provisioning/health.py).
+    for state in (NodeState.FAILED, NodeState.MAINTENANCE, NodeState.DEGRADED):
         entered = _entered(NodeEvent.objects.filter(node=OuterRef("pk")), "to_state", state)
         for node in Node.objects.filter(state=state).annotate(since=Coalesce(entered, F("created_at"))):
             link = reverse("admin:provisioning_node_change", args=[node.pk])
             detail = f"{node.get_state_display()}: {node.state_reason[:200]}" if node.state_reason else node.state
             items.append(Attention("node", node.name, detail, node.since, link))
+    items += _moves_stuck(console)
     unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
     outflows = with_asset(unacknowledged).select_related("payment__order")
     for outflow in outflows:
@@ -141,6 +148,17 @@ def needs_attention() -> list[Attention]:
             link = reverse("admin:payments_refund_change", args=[refund.pk])
             items.append(Attention(kind, refund.payment.order.reference, detail, refund.since, link))
     return sorted(items, key=lambda item: item.since)
+
+
+def _moves_stuck(console: str) -> list[Attention]:
+    """A move that ended without a spare while the rental is still on its old node (provisioning.moves)."""
+    return [
+        Attention(
+            "move", move.order.reference, f"{move.from_node.name}: {move.get_status_display()}; {move.error[:200]}",
+            move.finished_at or move.created_at, console + "#moves-title",
+        )
+        for move in moves_waiting()
+    ]
 
 
 def _review(order: Order, lots: str) -> tuple[str, str]:
@@ -202,6 +220,7 @@ def queue_for(user) -> list[QueueGroup]:  # noqa: ANN001 - a user
         "paid": console + "#waiting-title",
         "preparation_failed": console + "#failed-title",
         "node": reverse("admin:provisioning_node_changelist"),
+        "move": console + "#moves-title",
         "outflow": console + "#outflows-title",
     }
     return [

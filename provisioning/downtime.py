@@ -13,10 +13,15 @@ from provisioning.models import AccessGrant, NodeEvent, NodeState
 
 def downtime_episode_start(node_id: int) -> dt.datetime | None:
     """When the node's latest degraded episode began (its move into `degraded`), None if it never was."""
+    return _episode_moves(node_id).values_list("created_at", flat=True).first()
+
+
+def _episode_moves(node_id: int):  # noqa: ANN202 - a queryset of NodeEvent
+    """The node's moves into `degraded`, the latest first."""
     moves = NodeEvent.objects.filter(node_id=node_id, to_state=NodeState.DEGRADED).exclude(
         from_state=NodeState.DEGRADED
     )
-    return moves.order_by("-created_at", "-pk").values_list("created_at", flat=True).first()
+    return moves.order_by("-created_at", "-pk")
 
 
 def downtime_episode_close(*, node_id: int, until: dt.datetime, actor: str = "system") -> RentalCredit | None:
@@ -26,6 +31,15 @@ def downtime_episode_close(*, node_id: int, until: dt.datetime, actor: str = "sy
     start = downtime_episode_start(node_id)
     if grant is None or start is None:
         return None
+    # An episode already over (the node left `degraded` after it began) ends where it ended: the time after was
+    # not downtime. Events in the order they were written (their ids), whatever their times say.
+    began = _episode_moves(node_id).values_list("pk", flat=True).first()
+    left = NodeEvent.objects.filter(node_id=node_id, from_state=NodeState.DEGRADED, pk__gt=began).exclude(
+        to_state=NodeState.DEGRADED
+    )
+    ended = left.order_by("pk").values_list("created_at", flat=True).first()
+    if ended is not None:
+        until = min(until, ended)
     return rental_downtime_credit(
         order_id=grant.order_id, node_id=node_id, down_from=max(start, grant.granted_at), down_until=until, actor=actor
     )

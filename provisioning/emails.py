@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
-from orders.models import Order
+import datetime as dt
+
+from django.conf import settings
+
+from orders.models import Order, RentalCredit, SshKeyChange
+from orders.order_links import order_key_form_path
 from orders.outbox import email_context
+from provisioning.data_window import data_until
+from provisioning.models import AccessGrant, NodeMove
 
 
 @email_context("access_ready", "access_ending")
 def access_email_context(order: Order, params: dict) -> dict:
     grants = list(order.access_grants.handed_over().select_related("node"))
-    return {"grants": grants, "hours": params.get("hours")}
+    # When the files go, if the rental has a window to download them after its end (provisioning/data_window.py).
+    return {"grants": grants, "hours": params.get("hours"), "data_until": data_until(order.ends_at)}
+
+
+@email_context("data_window")
+def data_window_context(order: Order, params: dict) -> dict:
+    grants = list(order.access_grants.handed_over().select_related("node"))
+    until = dt.datetime.fromisoformat(params["until"]) if params.get("until") else None
+    return {"grants": grants, "until": until}
 
 
 @email_context("preparation_started", "access_ended")
@@ -19,4 +34,42 @@ def order_only_context(order: Order, params: dict) -> dict:
 
 @email_context("preparation_failed")
 def preparation_failed_context(order: Order, params: dict) -> dict:
-    return {"key_refused": bool(params.get("key_refused"))}
+    # A refused key is the customer's to fix: the email links to the order page's key form.
+    return {
+        "key_refused": bool(params.get("key_refused")),
+        "key_form_url": settings.SITE_URL + order_key_form_path(order),
+    }
+
+
+@email_context("key_replaced")
+def key_replaced_context(order: Order, params: dict) -> dict:
+    change = SshKeyChange.objects.get(pk=params["change_id"], order=order)
+    return {"change": change, "grants": list(order.access_grants.handed_over().select_related("node"))}
+
+
+@email_context("node_degraded")
+def node_degraded_context(order: Order, params: dict) -> dict:
+    return {"node": params["node"], "summary": params["summary"], "cap_hours": settings.DOWNTIME_CREDIT_CAP_HOURS}
+
+
+@email_context("node_recovered")
+def node_recovered_context(order: Order, params: dict) -> dict:
+    credit_id = params.get("credit_id")  # None: nothing was credited (the cap was used up, or no time passed)
+    credit = RentalCredit.objects.filter(pk=credit_id, order=order).first() if credit_id else None
+    minutes = -(-credit.seconds // 60) if credit is not None else 0  # rounded up: 40 s given back is not "0 minutes"
+    return {"node": params["node"], "minutes": minutes}
+
+
+@email_context("node_moved", "node_move_waiting")
+def node_move_context(order: Order, params: dict) -> dict:
+    # The move's copy report says what was and was not copied; the new access is the spare's grant.
+    move = NodeMove.objects.select_related("from_node", "to_node").get(pk=params["move_id"], order=order)
+    report = move.copy_report or {}
+    grant = AccessGrant.objects.handed_over().filter(order=order, node_id=move.to_node_id).first()
+    return {
+        "move": move,
+        "grant": grant,
+        "copied": report.get("copied", []),
+        "not_copied": report.get("not_copied", []),
+        "reachable": report.get("reachable", True),
+    }

@@ -131,6 +131,17 @@ class AccessGrant(models.Model):
         port = f" -p {self.port}" if self.port != 22 else ""
         return f"ssh{port} {self.account}@{self.host}"
 
+    @property
+    def sftp_command(self) -> str:
+        """What downloads the files in the data window (sftp and scp take the port as -P)."""
+        port = f" -P {self.port}" if self.port != 22 else ""
+        return f"sftp{port} {self.account}@{self.host}"
+
+    @property
+    def scp_command(self) -> str:
+        port = f" -P {self.port}" if self.port != 22 else ""
+        return f"scp{port} -r {self.account}@{self.host}:checkpoints ."
+
 
 class Manifest(models.Model):
     """The signed chain of evidence handed to the customer with access."""

@@ -50,13 +50,16 @@ class PreparationError(Exception):
     """Something an operator can act on, in words."""
 
 
-def preparation_start(*, order_id: int, actor: str) -> list[PreparationRun]:
+def preparation_start(*, order_id: int, actor: str, only_paid: bool = False) -> list[PreparationRun]:
     """Paid (or failed before) -> preparing, one queued run per held node. On an order already preparing it
-    restarts what is stuck (the operator's button): repeating it is harmless."""
+    restarts what is stuck (the operator's button): repeating it is harmless. `only_paid`: an order no longer
+    paid is left as it is (the automatic start: an order an operator stopped waits for a person)."""
     now = timezone.now()
     with transaction.atomic():
         capacity.lock_sellable_nodes()
         order = Order.objects.select_for_update().get(pk=order_id)
+        if only_paid and order.status != S.PAID:
+            return []
         if order.status == S.PREPARING:
             runs = list(order.preparation_runs.filter(status__in=OPEN_RUNS))
             _runs_enqueue(runs)  # a run a live worker holds is left to it (provisioning.claims)

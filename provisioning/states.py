@@ -54,7 +54,7 @@ NODE_TRANSITIONS: dict[str, frozenset[str]] = {
 
 # Allowed next statuses of a preparation run. A run that ended never moves again: a retry is a new run.
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
-    R.QUEUED: frozenset({R.RUNNING}),
+    R.QUEUED: frozenset({R.RUNNING, R.ERROR}),  # or an operator stops it before it ran (provisioning/auto_prepare.py)
     R.RUNNING: frozenset({R.PASSED, R.FAILED, R.ERROR, R.REFUSED}),
     R.PASSED: frozenset(),
     R.FAILED: frozenset(),

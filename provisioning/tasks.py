@@ -23,8 +23,20 @@ from provisioning.access import (
     grants_due,
     reminders_due,
 )
+from provisioning.auto_prepare import preparation_auto
+from provisioning.data_window import access_grace_on_node, data_windows_open
 from provisioning.drivers.base import DriverError
+from provisioning.end_follow import access_end_follow
+from provisioning.health import (
+    downtime_close_due,
+    health_probe,
+    health_probe_over_time,
+    health_probes_start,
+    health_prune,
+)
+from provisioning.key_replace import access_key_replace_on_nodes, preparation_key_retry
 from provisioning.models import AccessGrant, PreparationRun, RunStatus
+from provisioning.moves import MoveWaiting, move_execute
 from provisioning.node_checks import check_execute, check_stop_over_time, probes_start
 from provisioning.prepare import (
     TRANSIENT_DB_ERRORS,
@@ -112,6 +124,93 @@ def access_extend_task(extension_id: int) -> int:
     return access_extend_on_nodes(extension_id=extension_id)
 
 
+@job_task(
+    kind=JobKind.ACCESS_END_FOLLOW,
+    lease_seconds=600,
+    max_attempts=20,  # the key backstop must follow the credited end; an operator sees a job that gives up
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=5,
+)
+def access_end_follow_task(order_id: int) -> int:
+    return access_end_follow(order_id=order_id)
+
+
+@job_task(
+    kind=JobKind.ACCESS_KEY_REPLACE,
+    lease_seconds=600,
+    max_attempts=20,  # a node down for a while: the customer's old key keeps working meanwhile
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=5,
+)
+def access_key_replace_task(change_id: int) -> int:
+    return access_key_replace_on_nodes(change_id=change_id)
+
+
+@job_task(kind=JobKind.PREPARATION_KEY_RETRY, acks_late=True, autoretry_for=TRANSIENT_DB_ERRORS, max_retries=5)
+def preparation_key_retry_task(order_id: int) -> bool:
+    return preparation_key_retry(order_id=order_id)
+
+
+@job_task(
+    kind=JobKind.ACCESS_GRACE,
+    lease_seconds=600,
+    max_attempts=20,  # the window's end revokes the account anyway; an operator sees a job that gives up
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=5,
+)
+def access_grace_task(grant_id: int) -> bool:
+    return access_grace_on_node(grant_id=grant_id)
+
+
+@job_task(kind=JobKind.PREPARATION_AUTO, acks_late=True, autoretry_for=TRANSIENT_DB_ERRORS, max_retries=5)
+def preparation_auto_task(order_id: int) -> bool:
+    return preparation_auto(order_id=order_id)
+
+
+@job_task(
+    kind=JobKind.NODE_MOVE,
+    # The spare's preflight, then the copy (MOVE_COPY_MAX_MINUTES): a lease past both. A spare or old node that
+    # drops mid-step, or a run another worker holds: the job runs again and continues where the move stands.
+    lease_seconds=RUN_SOFT_LIMIT + settings.MOVE_COPY_MAX_MINUTES * 60 + 600,
+    max_attempts=20,
+    acks_late=True,
+    soft_time_limit=RUN_SOFT_LIMIT + settings.MOVE_COPY_MAX_MINUTES * 60 + 300,
+    time_limit=RUN_SOFT_LIMIT + settings.MOVE_COPY_MAX_MINUTES * 60 + 420,
+    autoretry_for=(DriverError, MoveWaiting, *TRANSIENT_DB_ERRORS),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=10,
+)
+def node_move_task(move_id: int) -> str | None:
+    return move_execute(move_id=move_id)
+
+
+@job_task(
+    kind=JobKind.NODE_MOVE_REVOKE,
+    lease_seconds=REVOKE_TIMEOUT_SECONDS + 180,
+    max_attempts=None,  # an unreachable old node keeps being tried, out of sale meanwhile
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=60,
+    retry_backoff_max=1800,
+    max_retries=None,
+    soft_time_limit=REVOKE_TIMEOUT_SECONDS + 60,
+    time_limit=REVOKE_TIMEOUT_SECONDS + 120,
+)
+def node_move_revoke_task(grant_id: int) -> bool:
+    """The old node of a moved rental: the clean end of rental (the order stays active on the spare)."""
+    return access_revoke(grant_id=grant_id)
+
+
 @shared_task(acks_late=True)
 def preparation_resume_stuck_task() -> int:
     """Beat: restart runs whose worker died; move on orders whose runs ended; withdraw access left live."""
@@ -121,10 +220,12 @@ def preparation_resume_stuck_task() -> int:
 
 @shared_task(acks_late=True)
 def access_revoke_due_task() -> int:
+    downtime_close_due(timezone.now())  # a degraded node's downtime is credited first: it moves the end
     grants = list(grants_due(timezone.now()).values_list("pk", flat=True))
     for grant_id in grants:
         access_revoke_task.delay(grant_id)
-    return len(grants)
+    # Rentals that end now with DATA_GRACE_HOURS > 0: the data window opens (the revoke above comes at its close).
+    return len(grants) + len(data_windows_open(now=timezone.now()))
 
 
 @shared_task(acks_late=True)
@@ -155,3 +256,39 @@ def node_check_task(check_id: int) -> bool | None:
 def node_probe_idle_task() -> int:
     """Beat, daily: a probe of each idle node (reachable with its pinned host key, no process on its cards)."""
     return len(probes_start(now=timezone.now()))
+
+
+# The probe answers in seconds; a node that keeps it longer is recorded as not reachable (health_probe_over_time).
+HEALTH_SOFT_LIMIT = settings.NODE_CONNECT_TIMEOUT_SECONDS + 90
+
+
+@job_task(
+    kind=JobKind.NODE_HEALTH,
+    lease_seconds=HEALTH_SOFT_LIMIT + 60,
+    max_attempts=3,  # the next beat queues a fresh probe anyway
+    acks_late=True,
+    autoretry_for=TRANSIENT_DB_ERRORS,
+    retry_backoff=5,
+    max_retries=3,
+    soft_time_limit=HEALTH_SOFT_LIMIT,
+    time_limit=HEALTH_SOFT_LIMIT + 30,
+)
+def node_health_task(node_id: int) -> bool | None:
+    """One health probe of a rented node (provisioning.health); None when it is no longer rented."""
+    try:
+        row = health_probe(node_id=node_id)
+    except SoftTimeLimitExceeded:
+        row = health_probe_over_time(node_id=node_id)
+    return None if row is None else row.healthy
+
+
+@shared_task(acks_late=True)
+def node_health_probes_task() -> int:
+    """Beat, every NODE_HEALTH_PROBE_MINUTES: one probe job per node with live access."""
+    return len(health_probes_start(now=timezone.now()))
+
+
+@shared_task(acks_late=True)
+def node_health_prune_task() -> int:
+    """Beat, hourly: probes older than NODE_HEALTH_KEEP_DAYS go."""
+    return health_prune(now=timezone.now())

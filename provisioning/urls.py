@@ -9,7 +9,9 @@ app_name = "provisioning"
 urlpatterns = [
     path("", views.console, name="console"),
     path("orders/<str:reference>/prepare/", views.prepare, name="prepare"),
+    path("orders/<str:reference>/stop/", views.stop, name="stop"),
     path("runs/<int:run_id>/", views.run_report, name="run"),
     path("nodes/<str:name>/recheck/", views.node_recheck, name="node_recheck"),
+    path("nodes/<str:name>/move/", views.node_move, name="node_move"),
     path("outflows/<int:outflow_id>/acknowledge/", views.outflow_acknowledged, name="outflow_acknowledge"),
 ]

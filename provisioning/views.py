@@ -15,7 +15,10 @@ from payments.amount_text import movement_units_text, with_asset
 from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
 from provisioning.attention import KINDS, attention_for
-from provisioning.models import Node, PreparationRun, RunStatus
+from provisioning.auto_prepare import preparation_stop, started_automatically
+from provisioning.health import WATCHED, latest_health
+from provisioning.models import Node, NodeState, PreparationRun, RunStatus
+from provisioning.moves import MoveRefused, move_for_node, moves_open, moves_waiting, nodes_movable
 from provisioning.node_checks import RECHECKABLE, RecheckRefused, checks_latest, recheck_start
 from provisioning.prepare import PreparationError, preparation_start, preparation_stuck
 
@@ -30,14 +33,18 @@ def console(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     # "Restart what is stuck" only where something is
     stuck = {order.pk for order in preparing if preparation_stuck(order=order, now=now)}
+    auto = {order.pk for order in preparing if started_automatically(order)}  # AUTO_PREPARE started it
     failed = Order.objects.filter(status=OrderStatus.PREPARATION_FAILED).prefetch_related("preparation_runs__node")
     active = Order.objects.filter(status=OrderStatus.ACTIVE).order_by("ends_at")[:50]
     nodes = list(Node.objects.all())
     latest = checks_latest(nodes)
+    health = latest_health(node.pk for node in nodes)  # rented nodes' latest health probe (provisioning/health.py)
     for node in nodes:  # each row shows its latest recheck or probe, and a recheck button when it is out of sale
         node.latest_check = latest.get(node.pk)
+        node.latest_health = health.get(node.pk) if node.state in WATCHED else None  # type: ignore[attr-defined]
         node.recheckable = node.state in RECHECKABLE
         node.latest_check_running = node.latest_check is not None and node.latest_check.finished_at is None
+    moves = moves_open()
     mine = attention_for(request.user)
     unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
     outflows = [
@@ -55,12 +62,18 @@ def console(request: HttpRequest) -> HttpResponse:
             "waiting": waiting,
             "preparing": preparing,
             "stuck": stuck,
+            "auto": auto,
             "failed": failed,
             "active": active,
             "nodes": nodes,
+            "degraded": [node for node in nodes if node.state == NodeState.DEGRADED],
+            # Moves of rentals to spare nodes still running, and those that ended without one (provisioning.moves).
+            "moves": moves,
+            "movable": nodes_movable(nodes),  # "Move to a spare node" on a degraded or failed node with a rental
+            "moves_ended": moves_waiting(),
             # Money that left a deposit address for neither a refund nor the treasury (payments/outflows.py).
             "outflows": outflows,
-            "refresh_seconds": 5 if preparing or any(node.latest_check_running for node in nodes) else None,
+            "refresh_seconds": 5 if preparing or moves or any(node.latest_check_running for node in nodes) else None,
         },
     )
 
@@ -82,6 +95,22 @@ def prepare(request: HttpRequest, reference: str) -> HttpResponse:
 @login_required
 @permission_required(OPERATOR, raise_exception=True)
 @require_POST
+def stop(request: HttpRequest, reference: str) -> HttpResponse:
+    """The "Stop" button of a running preparation: its runs end, its access is withdrawn, the order waits for a
+    person (provisioning/auto_prepare.py)."""
+    order = get_object_or_404(Order, reference=reference)
+    try:
+        stopped = preparation_stop(order_id=order.pk, actor=request.user.get_username())
+    except PreparationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{order.reference}: preparation stopped ({stopped} run(s) ended)")
+    return redirect("provisioning:console")
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+@require_POST
 def node_recheck(request: HttpRequest, name: str) -> HttpResponse:
     """The node row's "Recheck" button: the preflight without an order; a pass returns the node to sale."""
     node = get_object_or_404(Node, name=name)
@@ -91,6 +120,21 @@ def node_recheck(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{node.name}: recheck {check.pk} started")
+    return redirect("provisioning:console")
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+@require_POST
+def node_move(request: HttpRequest, name: str) -> HttpResponse:
+    """The node row's "Move to a spare node" button: its rental is prepared, copied and handed over elsewhere."""
+    node = get_object_or_404(Node, name=name)
+    try:
+        move = move_for_node(node=node, actor=request.user.get_username())
+    except MoveRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{node.name}: move {move.pk} {move.get_status_display()}")
     return redirect("provisioning:console")
 
 

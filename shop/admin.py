@@ -15,6 +15,7 @@ from orders.orders import order_hold_extend
 from payments.amount_text import payment_units_text
 from payments.models import Credit, PaymentRequest
 from payments.review import payment_evidence
+from shop.admin_time import RentalCreditInline, TimeAdjustAdminMixin
 from shop.cancellation import order_cancel_with_refunds
 from shop.forms import EmailAddressField
 from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
@@ -121,14 +122,14 @@ class HoldExtendForm(forms.Form):
 
 
 @admin.register(Order)
-class OrderAdmin(admin.ModelAdmin):
+class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
     list_display = ["reference", "status", "lots", "duration_days", "preparation", "total_usd", "email", "created_at"]
     list_filter = ["status", "duration_days", "preparation", "language"]
     search_fields = ["reference", "last_name", "payments__address"]  # and the email: get_search_results
     search_help_text = "A reference, a last name, a payment address, or an email address (or a part of one)."
     list_select_related = ["preparation"]
     date_hierarchy = "created_at"
-    inlines = [PaymentRequestInline, ExtensionInline, ReservationInline, OrderEventInline]
+    inlines = [PaymentRequestInline, ExtensionInline, RentalCreditInline, ReservationInline, OrderEventInline]
     actions = ["cancel_orders", "extend_hold", "export_personal_data", "erase_personal_data"]
     readonly_fields = [
         "reference",

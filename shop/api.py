@@ -20,6 +20,7 @@ from core.api_fields import EmailTextField, SlugTextField, TextField
 from core.conditional import etag_matches, not_modified, validator_set
 from core.input_errors import OrderInputError
 from core.page_cache import page_key
+from orders.key_change import KeyChangeRefused, key_replace
 from orders.models import HypothesisKind
 from orders.orders import order_for_token
 from orders.sshkeys import MAX_KEY_CHARS
@@ -213,6 +214,24 @@ class ExtensionOutput(serializers.Serializer):
     payment = PaymentOutput()
 
 
+class CreditOutput(serializers.Serializer):
+    kind = serializers.CharField(help_text="downtime (given back automatically) or staff (adjusted by staff)")
+    seconds = serializers.IntegerField(help_text="Added to the rental's end; negative: removed")
+    reason = serializers.CharField(help_text="Why, in the language asked for (staff adjustments: the staff's words)")
+    created_at = serializers.DateTimeField()
+    ends_at_after = serializers.DateTimeField(allow_null=True, help_text="The rental's end after this credit")
+
+
+class NodeHealthOutput(serializers.Serializer):
+    node = serializers.CharField()
+    state = serializers.CharField(help_text="in_use, or degraded while its health probe fails")
+    healthy = serializers.BooleanField(allow_null=True, help_text="The latest probe's verdict; null: not probed yet")
+    reachable = serializers.BooleanField(allow_null=True)
+    checked_at = serializers.DateTimeField(allow_null=True, help_text="When the latest probe ran")
+    problems = serializers.ListField(child=serializers.CharField(), help_text="What fails, in the probe's words")
+    warnings = serializers.ListField(child=serializers.CharField(), help_text="Worth knowing, not a fault (disk space)")
+
+
 class OrderOutput(serializers.Serializer):
     reference = serializers.CharField()
     access_token = serializers.CharField()
@@ -232,10 +251,15 @@ class OrderOutput(serializers.Serializer):
     refunds = RefundOutput(many=True)
     extensions = ExtensionOutput(many=True)
     access = serializers.DictField(
-        allow_null=True, help_text="host, port, user, host_key_fingerprint, ssh_command, ends_at, nodes"
+        allow_null=True,
+        help_text="host, port, user, host_key_fingerprint, ssh_command, ends_at, data_until (after the end: read-only "
+        "SFTP until then), sftp_command, scp_command, nodes",
     )
     preparation_progress = serializers.ListField(child=serializers.DictField())
     manifest_url = serializers.URLField(allow_null=True)
+    credits = CreditOutput(many=True, help_text="Time given back for downtime or adjusted by staff, oldest first")
+    downtime_credit_cap_hours = serializers.IntegerField(help_text="Downtime given back per rental, at most")
+    nodes_health = NodeHealthOutput(many=True, help_text="Each rented node's latest health probe (active orders)")
 
 
 # Fields bound once: a serializer instance per request deep-copies every declared field (a third of a read).
@@ -441,3 +465,72 @@ class OrderExtendApi(APIView):
             return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
         body = extension_representation(extension, notices=0)
         return Response(ExtensionOutput(body).data, status=status.HTTP_201_CREATED)
+
+
+class SshKeyInput(serializers.Serializer):
+    ssh_public_key = TextField(max_length=MAX_KEY_CHARS, trim_whitespace=True)
+
+
+class SshKeyChangeOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    old_fingerprint = serializers.CharField()
+    new_fingerprint = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    applied_at = serializers.DateTimeField(
+        allow_null=True, help_text="Set once the order uses the key: at once before the preparation, once every "
+        "node carries it while the rental runs"
+    )  # fmt: skip
+    detail = serializers.CharField()
+
+
+class OrderSshKeyApi(APIView):
+    @extend_schema(
+        parameters=[TOKEN_HEADER],
+        request=SshKeyInput,
+        responses={
+            202: SshKeyChangeOutput,
+            400: BAD_INPUT,
+            404: NOT_FOUND,
+            409: RefusedOutput,
+            413: TOO_LARGE,
+            415: UNSUPPORTED_MEDIA_TYPE,
+            429: RATE_LIMITED,
+        },
+        summary="Replace the order's SSH key (before the preparation, or while the rental runs)",
+        examples=[
+            OpenApiExample(
+                "A new key",
+                value={
+                    "ssh_public_key": "ssh-ed25519 "
+                    "AAAAC3NzaC1lZDI1NTE5AAAAIOj0kj6LB97jYkrTq/cxyRbRW1ToiCv36/g1REti7FUb ada@new"
+                },
+                request_only=True,
+            )
+        ],
+    )
+    def post(self, request: Request, reference: str) -> Response:
+        order = order_for_token(reference=reference, token=request.headers.get("X-Order-Token"))
+        if order is None:
+            raise Http404
+        data = SshKeyInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            change = key_replace(order_id=order.pk, text=data.validated_data["ssh_public_key"])
+        except KeyChangeRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except OrderInputError as exc:
+            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        detail = (
+            _("The new key is saved: access will use it.")
+            if change.applied_at is not None
+            else _("The new key is being installed on your node; the previous key works until it is.")
+        )
+        body = {
+            "id": change.pk,
+            "old_fingerprint": change.old_fingerprint,
+            "new_fingerprint": change.new_fingerprint,
+            "created_at": change.created_at,
+            "applied_at": change.applied_at,
+            "detail": detail,
+        }
+        return Response(SshKeyChangeOutput(body).data, status=status.HTTP_202_ACCEPTED)

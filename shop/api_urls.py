@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from payments.api import LedgerCsvApi, RefundApproveApi, RefundRejectApi, TreasuryPlanApi
-from provisioning.api import NodeRecheckApi, OrderPrepareApi
+from provisioning.api import NodeMoveApi, NodeRecheckApi, OrderPrepareApi
 from shop import advisor_views, api, lookup_views
 from shop.refund_views import RefundAddressApi
 
@@ -14,8 +14,10 @@ urlpatterns = [
     path("orders/<str:reference>/", api.order_detail, name="api_order_detail"),
     path("orders/<str:reference>/paid/", api.OrderPaidApi.as_view(), name="api_order_paid"),
     path("orders/<str:reference>/extend/", api.OrderExtendApi.as_view(), name="api_order_extend"),
+    path("orders/<str:reference>/ssh-key/", api.OrderSshKeyApi.as_view(), name="api_order_ssh_key"),
     path("orders/<str:reference>/prepare/", OrderPrepareApi.as_view(), name="api_order_prepare"),
     path("nodes/<str:name>/recheck/", NodeRecheckApi.as_view(), name="api_node_recheck"),
+    path("nodes/<str:name>/move/", NodeMoveApi.as_view(), name="api_node_move"),
     path(
         "orders/<str:reference>/refunds/<str:refund_id>/address/",
         RefundAddressApi.as_view(),

@@ -163,6 +163,23 @@ class ExtendForm(InputCheckMixin, forms.Form):
         _offer_payment_options(self.fields["payment_option"], networks)
 
 
+class KeyReplaceForm(forms.Form):
+    """The order page's "Replace SSH key": the new key, checked as the order form checks it
+    (orders/key_change.py puts the message on this field)."""
+
+    ssh_public_key = forms.CharField(
+        label=_("New SSH public key"),
+        max_length=MAX_KEY_CHARS,
+        help_text=_("The contents of your new .pub file, for example ~/.ssh/id_ed25519.pub, on one line."),
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "autocapitalize": "off", "autocomplete": "off"}),
+    )
+
+    def forget_private_key(self) -> None:
+        """The page shown again with the error must not carry a pasted private key back to the browser."""
+        if self.is_bound and looks_like_private_key(self.data.get("ssh_public_key")):
+            self.data = {**self.data, "ssh_public_key": ""}
+
+
 class PaidForm(forms.Form):
     """ "I have paid", with the transaction hash if the customer has it."""
 

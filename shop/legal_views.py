@@ -19,6 +19,7 @@ def _figures() -> dict:
         "payment_window_minutes": settings.PAYMENT_WINDOW_MINUTES,
         "payment_watch_days": settings.PAYMENT_WATCH_DAYS,
         "refund_min_usd": settings.REFUND_MIN_USD,
+        "downtime_credit_cap_hours": settings.DOWNTIME_CREDIT_CAP_HOURS,
     }
 
 

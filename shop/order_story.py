@@ -26,7 +26,8 @@ EXCEPTIONS = (P.LATE, P.WRONG_NETWORK, P.REJECTED, P.OVERPAID)
 @dataclass(frozen=True)
 class Story:
     """`key` names the message the template words; `tone` its colour (info, success, warning); `action`
-    the one next step: "pay" (the payment card), "refund_address" (the refund form), "new_order", or ""."""
+    the one next step: "pay" (the payment card), "refund_address" (the refund form), "new_order",
+    "replace_key" (the "Replace SSH key" form), or ""."""
 
     key: str
     tone: str
@@ -58,8 +59,10 @@ def order_story(
     *,
     now: dt.datetime,
     first_notice_at: dt.datetime | None,
+    key_refused: bool = False,
 ) -> Story | None:
-    """The one message the page leads with (None: the payment card says it all)."""
+    """The one message the page leads with (None: the payment card says it all). `key_refused`: the failed
+    preparation stopped on the customer's SSH key (key_was_refused), which they fix themselves."""
     paid_status = payment["status"]
     if refund_waiting_for_address(refunds) and status not in (S.ACTIVE, S.PREPARING):
         return Story("refund_address", "warning", "refund_address")
@@ -83,6 +86,8 @@ def order_story(
                 return Story("not_found", "warning", "pay")
             return Story("looking", "info", "pay")
         return None
+    if status == S.PREPARATION_FAILED and key_refused:
+        return Story("key_refused", "warning", "replace_key")
     after_payment: dict[str, Story] = {
         S.PAID: Story("paid", "success"),
         S.PREPARING: Story("preparing", "success"),
@@ -91,6 +96,13 @@ def order_story(
         S.ENDED: Story("ended", "info"),
     }
     return after_payment.get(status)
+
+
+def key_was_refused(runs: list[dict[str, Any]]) -> bool:
+    """Whether the last run on any node stopped because that node refused the order's SSH key (runs oldest
+    first, as the page reads them)."""
+    latest = {run["node"]: run["status"] for run in runs}
+    return "refused" in latest.values()
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from core.prepared import CompiledRead, prepared_rows
 from orders.models import Extension, Order
 from orders.orders import order_token_opens
 from payments.models import Credit, Notice, PaymentRequest, Refund
-from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
+from provisioning.models import AccessGrant, Manifest, Node, NodeHealth, PreparationRun
 
 # Bump when the representation changes shape, so that no browser keeps a body of the previous release.
-REPRESENTATION_REVISION = "1"
+REPRESENTATION_REVISION = "3"  # 2: the credits (time given back); 3: nodes_health
 # One row per thing shown that can change: a kind letter, then up to 7 values, all as text (every part of a
 # UNION has the same columns). Table names come from the models; the only parameters are bound.
 VERSION_SQL = """
@@ -54,17 +54,19 @@ UNION ALL SELECT 'u', CAST(u.created_at AS TEXT), CAST(u.id AS TEXT), nd.name, u
        CAST(u.progress AS TEXT), NULL FROM {run} u JOIN {node} nd ON nd.id = u.node_id
        WHERE u.order_id = (SELECT id FROM o)
 UNION ALL SELECT 'g', CAST(id AS TEXT), host, CAST(port AS TEXT), account, host_key_fingerprint,
-       CAST(ends_at AS TEXT), NULL FROM {grant}
+       CAST(ends_at AS TEXT), CAST(grace_until AS TEXT) FROM {grant}
        WHERE order_id = (SELECT id FROM o) AND revoked_at IS NULL AND withdrawing_since IS NULL
 UNION ALL SELECT 'm', CAST(id AS TEXT), CAST(created_at AS TEXT), NULL, NULL, NULL, NULL, NULL FROM {manifest}
        WHERE order_id = (SELECT id FROM o)
+UNION ALL SELECT 'h', CAST(node_id AS TEXT), CAST(MAX(checked_at) AS TEXT), NULL, NULL, NULL, NULL, NULL
+       FROM {health} WHERE order_id = (SELECT id FROM o) GROUP BY node_id
 ORDER BY 1, 2, 3
 """
 # What each kind stands for. `o`: the order (its nonce opens the token check and is left out of the ETag;
 # updated_at moves on every full save); `p`, `s`: each payment request; `c`: the transactions shown (on the
 # chain and paying the order: dust after settlement is not shown); `n`: the "I have paid" notices; `r`:
 # refunds; `e`: extensions; `u`: preparation runs (oldest first); `g`: the access the customer holds (a
-# revoked or withdrawn grant leaves these rows); `m`: the manifest.
+# revoked or withdrawn grant leaves these rows); `m`: the manifest; `h`: each node's latest health probe.
 
 
 @lru_cache(maxsize=1)
@@ -81,6 +83,7 @@ def version_sql() -> str:
         "node": Node,
         "grant": AccessGrant,
         "manifest": Manifest,
+        "health": NodeHealth,
     }
     return VERSION_SQL.format(**{name: model._meta.db_table for name, model in models.items()})
 

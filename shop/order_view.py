@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest
 from eth_utils import to_checksum_address
 
+from orders.credit_lines import credits_api
 from orders.models import Extension, Order, OrderStatus
 from orders.order_links import order_status_path
 from payments.models import PaymentRequest, PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
 from payments.refunds import CHANGEABLE
+from provisioning.health import order_nodes_health
 from shop.order_version import OrderVersion
 
 # While the payment can still move by itself, the order page refreshes itself.
@@ -130,6 +133,11 @@ def order_representation(
         else [],
         "extensions": extensions_representation(order) if version.has("e") else [],
         "access": access_representation(order) if version.has("g") else None,
+        # The latest health probe of each rented node (provisioning/health.py): healthy, or what is wrong, and when.
+        "nodes_health": order_nodes_health(order) if order.status == OrderStatus.ACTIVE and version.has("g") else [],
+        # Time given back (downtime) or adjusted by staff: only a rental that ran has any (no query before).
+        "credits": credits_api(order) if order.status in (OrderStatus.ACTIVE, OrderStatus.ENDED) else [],
+        "downtime_credit_cap_hours": settings.DOWNTIME_CREDIT_CAP_HOURS,
         "manifest_url": (
             request.build_absolute_uri(order_status_path(order) + "manifest.json")
             if order.status in (OrderStatus.ACTIVE, OrderStatus.ENDED) and version.has("m")
@@ -185,6 +193,10 @@ def access_representation(order: Order) -> dict[str, Any] | None:
             "host_key_fingerprint": g.host_key_fingerprint,
             "ssh_command": g.ssh_command,
             "ends_at": order.ends_at,
+            # After the end: read-only SFTP until then (provisioning/data_window.py), null before the window opens.
+            "data_until": g.grace_until,
+            "sftp_command": g.sftp_command,
+            "scp_command": g.scp_command,
         }
         for g in grants
     ]

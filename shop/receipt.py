@@ -21,6 +21,7 @@ from django.http import HttpRequest
 from django.utils.translation import get_supported_language_variant
 from django.utils.translation.trans_real import parse_accept_lang_header
 
+from orders.credit_lines import credit_summary
 from orders.models import ExtensionStatus, Order, OrderStatus
 from payments.fields import format_units
 from payments.models import Credit, PaymentRequest, Refund
@@ -177,4 +178,6 @@ def order_receipt(order: Order) -> dict:
         ],
         "placed_at": order.created_at,
         "paid_at": _paid_at(order, payment),
+        # Time given back for downtime or adjusted by staff: the end under "Access until" includes it
+        "credits": credit_summary(order) if order.credits.exists() else None,
     }

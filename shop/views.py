@@ -24,9 +24,11 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from core.conditional import etag_matches, not_modified, validator_set
 from core.input_errors import OrderInputError
 from core.page_cache import page_kept, page_key
+from orders.credit_lines import credit_summary
 from orders.extensions import extension_refusal
+from orders.key_change import KeyChangeRefused, key_change_unapplied, key_replace, key_replaceable
 from orders.models import HypothesisKind, Order, OrderStatus, order_total_usd
-from orders.order_links import order_status_path
+from orders.order_links import order_key_form_path, order_status_path
 from orders.orders import order_for_token
 from payments.models import Network, Notice, PaymentStatus, Refund
 from payments.networks import finality_description
@@ -35,9 +37,9 @@ from payments.refunds import refund_address_give
 from provisioning.manifest import manifest_document, public_key_b64
 from shop.catalog import Catalog, catalog_current, catalog_data
 from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
-from shop.forms import ConfigureForm, ContactForm, ExtendForm, PaidForm, PaymentForm
+from shop.forms import ConfigureForm, ContactForm, ExtendForm, KeyReplaceForm, PaidForm, PaymentForm
 from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
-from shop.order_story import order_story, order_timeline, payable, refund_waiting_for_address
+from shop.order_story import key_was_refused, order_story, order_timeline, payable, refund_waiting_for_address
 from shop.order_version import OrderVersion, order_read, order_version_read
 from shop.order_view import order_representation
 from shop.placement import order_create
@@ -281,6 +283,7 @@ def _status_page(
     *,
     paid_form: PaidForm | None = None,
     extend_form: ExtendForm | None = None,
+    key_form: KeyReplaceForm | None = None,
     refund_error: tuple[int, str, str] | None = None,
     status: int = 200,
     version: OrderVersion | None = None,
@@ -305,6 +308,11 @@ def _status_page(
         # The "Extend" form, while the rental runs (shown again with its errors after a refused POST).
         # Not while an extension waits for its payment: one open quote at a time.
         "extend_form": extend_form or (_extend_form(order) if _extendable(order) and not open_extensions else None),
+        # "Replace SSH key", in the states that allow it (shown again with its error after a refused POST)
+        "key_form": key_form or (KeyReplaceForm() if key_replaceable(order.status) else None),
+        "key_unapplied": key_change_unapplied(order),
+        # Time given back for downtime or adjusted by staff, with the downtime total and its cap
+        "credits": credit_summary(order) if order.status in (OrderStatus.ACTIVE, OrderStatus.ENDED) else None,
         # (refund id, the address given, what is wrong with it): shown on that refund's field
         "refund_error": refund_error,
         "receipt_path": reverse("shop:order_receipt", kwargs={"reference": order.reference, "token": token})
@@ -332,8 +340,12 @@ def _story_context(order: Order, view: dict[str, Any], now: dt.datetime) -> dict
             .first()
         )
     runs = view["preparation_progress"]
+    story = order_story(
+        order.status, payment, view["refunds"], now=now, first_notice_at=first_notice_at,
+        key_refused=key_was_refused(runs),
+    )  # fmt: skip
     return {
-        "story": order_story(order.status, payment, view["refunds"], now=now, first_notice_at=first_notice_at),
+        "story": story,
         "payable": payable(order.status, payment, now),
         "timeline": order_timeline(order.status, payment["status"]),
         # An expired or cancelled order's address must not invite a transfer any more.
@@ -439,6 +451,31 @@ def order_extend(request: HttpRequest, reference: str, token: str) -> HttpRespon
             messages.success(request, _("Your extension is open: pay it below, as you paid the order."))
             return redirect(order_status_path(order) + f"#extension-{extension.pk}")
     return _status_page(request, order, token, extend_form=form, status=400)
+
+
+@require_POST
+def order_ssh_key(request: HttpRequest, reference: str, token: str) -> HttpResponse:
+    """The order page's "Replace SSH key" form (orders/key_change.py decides what the state allows)."""
+    order = _order_or_404(reference, token)
+    form = KeyReplaceForm(request.POST)
+    if form.is_valid():
+        try:
+            change = key_replace(order_id=order.pk, text=form.cleaned_data["ssh_public_key"])
+        except KeyChangeRefused as exc:
+            messages.error(request, str(exc))
+            return redirect(order_key_form_path(order))
+        except OrderInputError as exc:
+            form.add_error("ssh_public_key", exc.message)
+        else:
+            if change.applied_at is not None:
+                messages.success(request, _("Your new SSH key is saved: access will use it."))
+            else:
+                messages.success(
+                    request, _("Your new SSH key is being installed on your node; the page says when it is done.")
+                )
+            return redirect(order_key_form_path(order))
+    form.forget_private_key()
+    return _status_page(request, order, token, key_form=form, status=400)
 
 
 @require_POST

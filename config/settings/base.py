@@ -185,6 +185,7 @@ RATELIMIT_WINDOW_S = env_int("RATELIMIT_WINDOW_S", 600)
 RATELIMIT_ORDERS = env_int("RATELIMIT_ORDERS", 10)
 RATELIMIT_PAID = env_int("RATELIMIT_PAID", 30)
 RATELIMIT_EXTENSIONS = env_int("RATELIMIT_EXTENSIONS", 10)
+RATELIMIT_KEY_CHANGES = env_int("RATELIMIT_KEY_CHANGES", 10)  # "Replace SSH key" per client IP and window
 RATELIMIT_TOKEN_FAILURES = env_int("RATELIMIT_TOKEN_FAILURES", 20)
 # "Find my order": per client IP, and per email address asked about (the emails a stranger can trigger).
 RATELIMIT_LOOKUPS = env_int("RATELIMIT_LOOKUPS", 10)
@@ -368,10 +369,18 @@ REMINDER_HOURS = (72, 24, 1)
 # loading their cards; results are kept this many days.
 NODE_HEALTH_PROBE_MINUTES = env_int("NODE_HEALTH_PROBE_MINUTES", 5)
 NODE_HEALTH_KEEP_DAYS = env_int("NODE_HEALTH_KEEP_DAYS", 14)
+# Rented nodes: a health probe each (README, "Rented nodes are watched"), and old probes pruned hourly.
+CELERY_BEAT_SCHEDULE["probe-rented-nodes"] = {
+    "task": "provisioning.tasks.node_health_probes_task",
+    "schedule": 60.0 * NODE_HEALTH_PROBE_MINUTES,
+}
+CELERY_BEAT_SCHEDULE["prune-node-health"] = {"task": "provisioning.tasks.node_health_prune_task", "schedule": 3600.0}
 # Downtime the probes saw is added to the rental's end, at most this many hours per rental (the terms say so).
 DOWNTIME_CREDIT_CAP_HOURS = env_int("DOWNTIME_CREDIT_CAP_HOURS", 72)
 # A move to a spare node copies at most this many GiB of the tenant's home and scratch, node to node.
 MOVE_COPY_MAX_GIB = env_int("MOVE_COPY_MAX_GIB", 200)
+# ... and stops after this many minutes (what is left is listed as not copied; the move goes on).
+MOVE_COPY_MAX_MINUTES = env_int("MOVE_COPY_MAX_MINUTES", 240)
 # After the end, the account may download its data over read-only SFTP for this many hours (0: none).
 DATA_GRACE_HOURS = env_int("DATA_GRACE_HOURS", 12)
 # On: a paid order's preparation starts by itself (operators can still stop it). Off: operators trigger it.

@@ -25,7 +25,15 @@ class JobKind(StrEnum):
     PREPARATION_RUN = "provisioning.preparation_run"  # preparing one node for an order (provisioning/prepare.py)
     ACCESS_WITHDRAW = "provisioning.access_withdraw"  # taking access back from one grant
     ACCESS_EXTEND = "provisioning.access_extend"  # an applied extension's new end, on the order's nodes
+    ACCESS_END_FOLLOW = "provisioning.access_end_follow"  # time credited or adjusted: the new end on the nodes
+    ACCESS_GRACE = "provisioning.access_grace"  # the rental's end: the data window opens on one grant's node
+    PREPARATION_AUTO = "provisioning.preparation_auto"  # AUTO_PREPARE: a paid order's preparation starts by itself
+    ACCESS_KEY_REPLACE = "provisioning.access_key_replace"  # a customer's new SSH key, on the order's nodes
+    PREPARATION_KEY_RETRY = "provisioning.preparation_key_retry"  # a refused key replaced: prepare again
     NODE_CHECK = "provisioning.node_check"  # an operator's or the daily check of one node
+    NODE_MOVE = "provisioning.node_move"  # a rental moved to a spare node (provisioning/moves.py)
+    NODE_MOVE_REVOKE = "provisioning.node_move_revoke"  # the moved rental's old node: its clean end of rental
+    NODE_HEALTH = "provisioning.node_health"  # the health probe of one rented node (provisioning/health.py)
 
 
 

@@ -18,6 +18,7 @@ class Migration(migrations.Migration):
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
                 ("old_fingerprint", models.CharField(max_length=100)),
                 ("new_fingerprint", models.CharField(max_length=100)),
+                ("public_key", models.TextField(blank=True)),
                 ("actor", models.CharField(default="customer", max_length=150)),
                 ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
                 ("applied_at", models.DateTimeField(blank=True, null=True)),

@@ -4,6 +4,8 @@
     python3 access.py grant  --account o-b2k4mq9xd --key-file key.pub --expires 2025-07-01T12:00:00Z
     python3 access.py revoke --account o-b2k4mq9xd
     python3 access.py show   --account o-b2k4mq9xd
+    python3 access.py rekey  --account o-b2k4mq9xd --key-file new.pub
+    python3 access.py grace  --account o-b2k4mq9xd --until 2025-07-01T12:00:00Z
 
 Each prints one JSON object on stdout. Exit status: 0 done, 1 failed, 2 usage error, 3 refused
 (the account exists but is not one of ours, or it is bound to another key), 4 the key is refused (not
@@ -14,7 +16,8 @@ password, account expiry the day after the end), its ~/.ssh/authorized_keys hold
 customer's key (type and data, read as UTF-8, parsed in full) behind OpenSSH's
 expiry-time="YYYYMMDDHHMMZ" option; ~/.ssh 700, the file 600, both owned by the account. The key is
 bound to the account for its whole term (recorded in the account's comment field): granting again with
-it only refreshes the expiry; another key is refused. Its uid (and its group's gid) is above every uid
+it only refreshes the expiry; another key is refused (`rekey` replaces it). Its uid (and its group's
+gid) is above every uid
 ever handed out on this node (the high-water mark in /var/lib/b200-access/uid-high-water) and every id
 in use: a uid is never reused, so a new account never owns what an old one left. It gets no subordinate
 ids (/etc/subuid): a rootless container would run and write under numbers outside its uid.
@@ -28,6 +31,17 @@ is done are the account and its home removed; otherwise it exits 1 saying what i
 (locked) and the next revoke finishes the work. The uid is recorded under the state folder until the
 revocation is complete, so a revoke cut short after userdel still knows whose files to look for.
 Both commands are idempotent.
+rekey --key-file F [--expires T]: the customer replaced their key. The account (ours, not being revoked)
+is bound to the new key (its comment field) and authorized_keys holds exactly it, behind the same
+expiry-time option as before (or T); the old key is gone. Written as grant writes it (no link followed,
+owned by the account). Idempotent; exit 4 for a refused key, 3 for an account that is not ours.
+
+grace --until T: the rental ended, the data window opens until T (the clean end, revoke, follows then). The
+files stay; the account's processes are killed, its System V IPC removed, the cards proven free of its work,
+its crontab and at jobs moved into the state folder (never run), its login shell made /bin/sh (which reads no
+startup file of the tenant's) and its key limited to read-only SFTP:
+restrict,command="<sftp-server> -R",expiry-time="T". Exit 1 when no sftp-server is installed, or when IPC or
+GPU work is left. A grant again (an extension applied in the window) gives the whole login back. Idempotent.
 
 --users-prefix DIR works on DIR/etc/{passwd,shadow,group,...} (useradd --prefix) with homes under
 DIR/home and the state under DIR/var/lib: the test suite's sandbox, where revoke sweeps only /tmp,
@@ -255,10 +269,22 @@ class Users:
                 entry = pwd.getpwnam(account)
             except KeyError:
                 return None
-            return {"uid": entry.pw_uid, "gid": entry.pw_gid, "gecos": entry.pw_gecos, "home": entry.pw_dir}
+            return {
+                "uid": entry.pw_uid,
+                "gid": entry.pw_gid,
+                "gecos": entry.pw_gecos,
+                "home": entry.pw_dir,
+                "shell": entry.pw_shell,
+            }
         for fields in _records(self.path("/etc/passwd")):
             if len(fields) >= 7 and fields[0] == account:
-                return {"uid": int(fields[2]), "gid": int(fields[3]), "gecos": fields[4], "home": fields[5]}
+                return {
+                    "uid": int(fields[2]),
+                    "gid": int(fields[3]),
+                    "gecos": fields[4],
+                    "home": fields[5],
+                    "shell": fields[6],
+                }
         return None
 
     def shadow(self, account: str) -> dict | None:
@@ -634,6 +660,11 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
         )
 
     changed = created
+    if entry.get("shell") == GRACE_SHELL:  # granted again in its data window (an extension): a whole login again
+        result = users.tool("usermod", "--shell", "/bin/bash", account)
+        if result.returncode != 0:
+            raise Failed(f"usermod --shell failed: {result.stderr.strip()}")
+        changed = True
     shadow = users.shadow(account) or {}
     if shadow.get("account_expires") != expiry_day:
         result = users.tool("usermod", "--expiredate", expiry_day, account)
@@ -669,6 +700,66 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
         "account_expires": expiry_day,
         "key_fingerprint": key_fingerprint,
         "created": created,
+        "changed": changed,
+    }
+
+
+KEY_LINE = re.compile(r'^expiry-time="(\d{12})Z" (\S+) (\S+)$')
+
+
+def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None = None) -> dict:
+    """The customer replaced their key: the account is bound to the new one (its comment field), and
+    authorized_keys holds exactly it, behind the same expiry-time (or --expires); the old key is gone."""
+    key_type, data = read_public_key(key_file)
+    key_fingerprint = fingerprint(data)
+    entry = users.lookup(account)
+    if entry is None:
+        raise Failed(f"the account {account} does not exist on this node: nothing to rekey (grant it first)")
+    if not managed(entry):
+        raise Refused(f"the account {account} exists and was not created by this tool: not touching it")
+    if record_read(users, account) is not None:
+        raise Refused(f"the account {account} is being revoked: its key is not replaced")
+    if entry.get("shell") == GRACE_SHELL:
+        raise Refused(f"the account {account} is in its data window (read-only SFTP): its key is not replaced")
+    home = users.path(entry["home"])
+    home_fd = _open_dir(home)
+    try:
+        os.fchown(home_fd, entry["uid"], entry["gid"])
+        os.fchmod(home_fd, 0o700)
+        ssh_fd = _ssh_dir(home_fd)
+        try:
+            os.fchown(ssh_fd, entry["uid"], entry["gid"])
+            os.fchmod(ssh_fd, 0o700)
+            current = _read_authorized_keys(ssh_fd) or ""
+            if current.strip() and not KEY_LINE.match(current.strip()):
+                # A key with other options (restrict, command=...) is limited on purpose: never widened here.
+                raise Refused(f"the installed key of {account} carries restrictions: it is not replaced")
+            if expires is not None:
+                expiry = expires.strftime("%Y%m%d%H%M")
+            else:  # the backstop the grant set: the account's owner may have removed the file, so it is not guessed
+                match = KEY_LINE.match(current.strip())
+                if match is None:
+                    raise Failed(f"{account} has no installed key to take the expiry-time from: pass --expires")
+                expiry = match.group(1)
+            line = f'expiry-time="{expiry}Z" {key_type} {data}\n'
+            changed = bound_key(entry) != key_fingerprint
+            if changed:
+                # The binding first: a grant with the old key is refused from now on, even if this stops here.
+                comment = f"{MARKER} key={key_fingerprint[len('SHA256:') :]}"
+                result = users.tool("usermod", "--comment", comment, account)
+                if result.returncode != 0 or bound_key(users.lookup(account) or entry) != key_fingerprint:
+                    raise Failed(f"usermod --comment failed: {result.stderr.strip() or result.stdout.strip()}")
+            if current != line:
+                _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
+                changed = True
+        finally:
+            os.close(ssh_fd)
+    finally:
+        os.close(home_fd)
+    return {
+        "account": account,
+        "key_fingerprint": key_fingerprint,
+        "expires": dt.datetime.strptime(expiry, "%Y%m%d%H%M").strftime("%Y-%m-%dT%H:%M:00Z"),
         "changed": changed,
     }
 
@@ -907,7 +998,137 @@ def revoke(users: Users, account: str, scratch: list | None = None) -> dict:
     if os.path.lexists(home):
         shutil.rmtree(home)  # userdel leaves files it could not remove (exit 12)
     record_remove(users, account)
+    held_remove(users, account)
     return {"account": account, "existed": True, "removed": True, "uid": ids.uid, **report, "files_left": []}
+
+
+# The data window after the end: the files stay, nothing of the tenant runs, its key reads over SFTP only ------
+
+SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server")
+# sshd runs a forced command through the login shell: bash would source the tenant's ~/.bashrc first (Debian
+# builds it to, for sessions started by sshd), so the window's shell is one that reads no startup file.
+GRACE_SHELL = "/bin/sh"
+# Where cron and at keep a user's jobs (Debian, then Red Hat): moved aside so that none runs in the window.
+JOB_SPOOLS = (
+    ("cron", "/var/spool/cron/crontabs"),
+    ("cron", "/var/spool/cron"),
+    ("at", "/var/spool/cron/atjobs"),
+    ("at", "/var/spool/at"),
+)
+
+
+def sftp_server() -> str:
+    for path in SFTP_SERVERS:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise Failed(f"no sftp-server on this node (looked at {', '.join(SFTP_SERVERS)}): install openssh-sftp-server")
+
+
+def grace_key_line(server: str, until: dt.datetime, key_type: str, data: str) -> str:
+    # restrict: no pty, no forwarding, no ~/.ssh/rc; the forced command is the only program the key starts.
+    return f'restrict,command="{server} -R",expiry-time="{until.strftime("%Y%m%d%H%M")}Z" {key_type} {data}\n'
+
+
+def _installed_key(content: str) -> tuple[str, str] | None:
+    """(type, data) of the key this tool wrote (with or without the window's options), or None."""
+    for line in content.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[-2] in KEY_TYPES:
+            return fields[-2], fields[-1]
+    return None
+
+
+def hold_jobs(users: Users, account: str, uid: int) -> list:
+    """The account's crontab and at jobs, moved into the state folder (root's only): they never run again,
+    and the revocation removes them with the rest of its files."""
+    held = []
+    with state_locked(users) as directory:
+        target = os.path.join(directory, "held", account)
+        for kind, spool in JOB_SPOOLS:
+            folder = users.path(spool)
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            for name in names:
+                path = os.path.join(folder, name)
+                info = os.lstat(path)
+                ours = name == account if kind == "cron" else info.st_uid == uid
+                if not stat.S_ISREG(info.st_mode) or not ours:
+                    continue
+                os.makedirs(target, mode=0o700, exist_ok=True)
+                os.replace(path, os.path.join(target, f"{kind}-{name}"))
+                held.append(f"{kind} {os.path.join(spool, name)}")
+    return held
+
+
+def held_remove(users: Users, account: str) -> None:
+    """The jobs held in the data window go with the account."""
+    with state_locked(users) as directory:
+        shutil.rmtree(os.path.join(directory, "held", account), ignore_errors=True)
+
+
+def grace(users: Users, account: str, until: dt.datetime) -> dict:
+    """The rental ended: the account keeps its files until `until` and may download them over read-only SFTP;
+    its processes, GPU work, System V IPC and scheduled jobs are stopped now. Idempotent."""
+    entry = users.lookup(account)
+    if entry is None:
+        return {"account": account, "existed": False}
+    if not managed(entry):
+        raise Refused(f"the account {account} was not created by this tool: not touching it")
+    if record_read(users, account) is not None:
+        raise Refused(f"the account {account} is being revoked: no data window")
+    server = sftp_server()
+    # First the door (the key reads over SFTP only, the shell reads no file of the tenant's), then the room.
+    changed = False
+    if entry.get("shell") != GRACE_SHELL:
+        result = users.tool("usermod", "--shell", GRACE_SHELL, account)
+        if result.returncode != 0:
+            raise Failed(f"usermod --shell failed: {result.stderr.strip()}")
+        changed = True
+    expiry_day = account_expiry_day(until)
+    if (users.shadow(account) or {}).get("account_expires") != expiry_day:
+        result = users.tool("usermod", "--expiredate", expiry_day, account)
+        if result.returncode != 0:
+            raise Failed(f"usermod --expiredate failed: {result.stderr.strip()}")
+    home_fd = _open_dir(users.path(entry["home"]))
+    try:
+        ssh_fd = _ssh_dir(home_fd)
+        try:
+            current = _read_authorized_keys(ssh_fd) or ""
+            key = _installed_key(current)
+            if key is None:
+                raise Failed(f"{account} has no installed key to limit to SFTP (its authorized_keys is gone)")
+            line = grace_key_line(server, until, *key)
+            if current != line:
+                _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
+                changed = True
+        finally:
+            os.close(ssh_fd)
+    finally:
+        os.close(home_fd)
+    ids = Ids(entry["uid"], subordinate_ranges(users, account, entry["uid"]))
+    jobs = hold_jobs(users, account, entry["uid"])
+    killed = kill_processes(ids)
+    ipc_left = remove_ipc(ids)
+    gpus = gpus_freed(ids)
+    problems = []
+    if ipc_left:
+        problems.append("IPC objects could not be removed: " + ", ".join(ipc_left))
+    if gpus["left"]:
+        problems.append("processes are still on the GPUs: " + "; ".join(gpus["left"]))
+    if problems:
+        raise Failed(f"the data window of {account} is open (SFTP only), but " + "; ".join(problems))
+    return {
+        "account": account,
+        "existed": True,
+        "changed": changed,
+        "until": until.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sftp_server": server,
+        "processes_killed": killed,
+        "jobs_held": jobs,
+        "gpus": "no process left on the cards" if gpus["checked"] else gpus["why"],
+    }
 
 
 def show(users: Users, account: str) -> dict:
@@ -959,7 +1180,7 @@ def show(users: Users, account: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="access.py", description="Per-order SSH access on this node.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("grant", "revoke", "show"):
+    for name in ("grant", "revoke", "show", "rekey", "grace"):
         command = commands.add_parser(name)
         command.add_argument("--account", required=True, type=check_account)
         command.add_argument("--users-prefix", default="", help="work on DIR/etc and DIR/home (test sandbox)")
@@ -970,6 +1191,13 @@ def main(argv: list[str] | None = None) -> int:
         if name == "grant":
             command.add_argument("--key-file", required=True, help="the customer's OpenSSH public key")
             command.add_argument("--expires", required=True, type=parse_expires, help="ISO 8601, with a zone")
+        if name == "grace":
+            command.add_argument("--until", required=True, type=parse_expires, help="ISO 8601, with a zone")
+        if name == "rekey":
+            command.add_argument("--key-file", required=True, help="the customer's new OpenSSH public key")
+            command.add_argument(
+                "--expires", type=parse_expires, help="ISO 8601, with a zone (default: the installed key's expiry-time)"
+            )
     args = parser.parse_args(argv)
     try:
         if os.geteuid() != 0 and args.command != "show":
@@ -977,6 +1205,10 @@ def main(argv: list[str] | None = None) -> int:
         users = Users(args.users_prefix)
         if args.command == "grant":
             report = grant(users, args.account, args.key_file, args.expires)
+        elif args.command == "grace":
+            report = grace(users, args.account, args.until)
+        elif args.command == "rekey":
+            report = rekey(users, args.account, args.key_file, args.expires)
         elif args.command == "revoke":
             report = revoke(users, args.account, args.scratch)
         else:

@@ -23,6 +23,8 @@ REQUIRED = {
     "PaymentWaitingForReview",  # payments in review for more than N hours
     "PaidOrderNotPrepared",  # a paid order not prepared within N minutes
     "NodeFailed",
+    "NodeDegraded",  # a rented node's health probe fails
+    "NodeHealthProbesStale",  # ... or no probe ran for three intervals
     "PreparationFailed",
     "OutboxBacklog",
     "UnexpectedOutflow",

@@ -301,6 +301,7 @@ def test_an_extension_paid_in_full_before_the_end_holds_the_end_until_its_money_
 def test_the_end_waits_for_money_seen_in_time_no_longer_than_the_grace(chain, customer, scan_pass, make_node, settings):
     # Given an extension paid in full before the end, whose money never becomes final
     settings.EXTENSION_FINALITY_GRACE_MINUTES = 60
+    settings.DATA_GRACE_HOURS = 0  # the end itself, no time to take data home (tests/.../test_data_grace.py)
     order, first, ends_at, grant = _extension_seen_before_the_end(chain, customer, scan_pass, make_node)
 
     # Then past the grace the access is taken back as at any end; and money short of the price holds nothing

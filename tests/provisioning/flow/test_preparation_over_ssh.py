@@ -48,8 +48,9 @@ def run(ssh: paramiko.SSHClient, command: str) -> str:
 
 @pytest.mark.django_db
 def test_a_paid_order_becomes_working_ssh_access_with_a_signed_manifest(
-    ssh_node, paid_order, operator, client, customer_key, django_capture_on_commit_callbacks
+    ssh_node, paid_order, operator, client, customer_key, django_capture_on_commit_callbacks, settings
 ):
+    settings.DATA_GRACE_HOURS = 0  # the end itself, no time to take data home (tests/.../test_data_grace.py)
     # Given a paid order held on a node behind a real sshd
     order = paid_order()
     assert order.status == OrderStatus.PAID

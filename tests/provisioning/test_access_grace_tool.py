@@ -1,0 +1,81 @@
+"""The access tool's `grace` on the sandboxed node: the key limited to read-only SFTP with the window's end, the
+login shell one that reads no startup file, the crontab moved aside, idempotent; a grant again (an extension in
+the window) gives the whole login back; an account that is not the tool's is refused; no sftp-server, no window."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from provisioning.node_tools import access as tool
+
+UNTIL = dt.datetime(2031, 1, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def keys_line(sshd, account: str) -> str:
+    return (sshd.home(account) / ".ssh" / "authorized_keys").read_text()
+
+
+def test_grace_limits_the_key_to_read_only_sftp_holds_the_crontab_and_a_grant_again_gives_the_login_back(
+    access, sshd, account, make_ssh_key
+):
+    # Given an account with a crontab (as cron keeps it: a file named after the account)
+    key = make_ssh_key()
+    assert access.grant(account, key).exit_code == 0
+    spool = sshd.sandbox / "var" / "spool" / "cron" / "crontabs"
+    spool.mkdir(parents=True, exist_ok=True)
+    (spool / account).write_text("* * * * * python train.py\n")
+
+    # When the data window opens, twice
+    first = access("grace", "--account", account, "--until", UNTIL.isoformat())
+    again = access("grace", "--account", account, "--until", UNTIL.isoformat())
+
+    # Then the key reads over SFTP only until the window's end, the shell reads no file of the tenant's, the
+    # crontab no longer runs, and the second call changed nothing
+    assert first.exit_code == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["changed"] is True and report["jobs_held"] == [f"cron /var/spool/cron/crontabs/{account}"]
+    server = report["sftp_server"]
+    line = keys_line(sshd, account)
+    assert line.startswith(f'restrict,command="{server} -R",expiry-time="203101011200Z" ssh-ed25519 ')
+    assert line.split()[-1] == key.public.split()[1]
+    assert sshd.entry("passwd", account)[6] == "/bin/sh"
+    held = sshd.sandbox / "var" / "lib" / "b200-access" / "held" / account
+    assert not (spool / account).exists() and (held / f"cron-{account}").read_text().startswith("* * * * *")
+    assert again.exit_code == 0 and json.loads(again.stdout)["changed"] is False
+
+    # When a key replacement asked for before the end reaches the node in the window
+    new_key = make_ssh_key()
+    access.driver.put_file(new_key.public.encode() + b"\n", "new-key.pub", mode=0o600)
+    expires = (UNTIL + dt.timedelta(days=1)).isoformat()
+    rekeyed = access("rekey", "--account", account, "--key-file", "new-key.pub", "--expires", expires)
+
+    # Then it is refused: the window's key stays as it is (never widened to a login)
+    assert rekeyed.exit_code == 3, rekeyed.stderr
+    assert keys_line(sshd, account) == line
+
+    # When an extension grants the account again
+    assert access.grant(account, key).exit_code == 0
+
+    # Then the whole login is back: the plain key, bash
+    assert keys_line(sshd, account).startswith('expiry-time="')
+    assert sshd.entry("passwd", account)[6] == "/bin/bash"
+
+    # And the clean end of rental takes the held crontab with the account
+    assert access.revoke(account).exit_code == 0
+    assert not held.exists()
+
+
+def test_grace_refuses_an_account_the_tool_did_not_make_and_reports_one_that_is_gone(access, account):
+    refused = access("grace", "--account", "root", "--until", UNTIL.isoformat())
+    assert refused.exit_code == 3 and "not created by this tool" in refused.stderr
+    gone = access("grace", "--account", account, "--until", UNTIL.isoformat())
+    assert gone.exit_code == 0 and json.loads(gone.stdout) == {"account": account, "existed": False}
+
+
+def test_a_node_without_sftp_server_gets_no_window(monkeypatch, tmp_path):
+    monkeypatch.setattr(tool, "SFTP_SERVERS", (str(tmp_path / "sftp-server"),))
+    with pytest.raises(tool.Failed, match="no sftp-server on this node"):
+        tool.sftp_server()

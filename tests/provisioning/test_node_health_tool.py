@@ -1,0 +1,126 @@
+"""The health probe's node tool (provisioning/node_tools/health.py) reads what nvidia-smi and the kernel log say
+as a person would: a card missing, uncorrectable ECC errors, pending remaps, links down, hardware slowdowns and
+new XID errors fail; what it cannot read is a warning or a skip with the reason, never a crash."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from provisioning.node_tools import health
+from tests.provisioning.preflight.fake_tools import UUIDS, nvlink_status
+
+TOOL = Path(health.__file__)
+
+
+def cards(volatile: int = 0, aggregate: int = 0, retired: str = "No", count: int = 2) -> str:
+    return "".join(f"{i}, {UUIDS[i]}, 0000:1B:00.0, {volatile}, {aggregate}, {retired}\n" for i in range(count))
+
+
+def statuses(findings: list[dict]) -> dict[str, str]:
+    return {item["check"]: item["status"] for item in findings}
+
+
+def test_a_missing_card_and_uncorrectable_ecc_errors_fail_while_old_ones_only_warn():
+    findings, _ = health.evaluate_cards(cards(count=1), 2)
+    assert findings[0] == {"check": "cards", "status": "fail", "detail": "1 of 2 cards listed by nvidia-smi"}
+    assert statuses(health.evaluate_cards(cards(volatile=2), 2)[0]) == {"cards": "pass", "ecc": "fail"}
+    assert statuses(health.evaluate_cards(cards(aggregate=3), 2)[0]) == {"cards": "pass", "ecc": "warn"}
+    # [N/A] where a card does not count is no error
+    assert statuses(health.evaluate_cards(cards().replace(", 0, 0,", ", [N/A], [N/A],"), 2)[0])["ecc"] == "pass"
+
+
+def test_retired_pages_pending_and_a_failed_row_remap_fail():
+    _, rows = health.evaluate_cards(cards(retired="Yes"), 2)
+    assert health.evaluate_memory_repair(rows, "")["status"] == "fail"
+    _, rows = health.evaluate_cards(cards(), 2)
+    remap = f"{UUIDS[0]}, 0, 1, No, Yes\n{UUIDS[1]}, 0, 0, Yes, No\n"
+    result = health.evaluate_memory_repair(rows, remap)
+    assert result["status"] == "fail"
+    assert result["detail"] == "GPU 0: row remapping failed; GPU 1: row remaps pending (needs a GPU reset)"
+    assert health.evaluate_memory_repair(rows, f"{UUIDS[0]}, 0, 0, No, No\n")["status"] == "pass"
+
+
+def test_an_inactive_or_down_nvlink_fails_and_a_board_without_nvlink_is_skipped():
+    up = nvlink_status([["53.125 GB/s"] * 18] * 2)
+    assert health.evaluate_nvlink(up) == {"check": "nvlink", "status": "pass", "detail": "36 links up"}
+    down = nvlink_status([["53.125 GB/s"] * 17 + ["<inactive>"], ["53.125 GB/s"] * 17 + ["Down"]])
+    result = health.evaluate_nvlink(down)
+    assert result["status"] == "fail"
+    assert result["detail"] == "2 of 36 links down: GPU 0 link 17: <inactive>; GPU 1 link 17: Down"
+    assert health.evaluate_nvlink("")["status"] == "skip"
+
+
+def test_hardware_slowdowns_fail_and_a_software_thermal_slowdown_warns():
+    assert health.evaluate_throttle("0, Not Active, Not Active, Not Active, Not Active\n")["status"] == "pass"
+    both = "0, Not Active, Active, Not Active, Not Active\n1, Not Active, Not Active, Active, Active\n"
+    result = health.evaluate_throttle(both)
+    assert result["status"] == "fail"
+    assert result["detail"] == "GPU 0: hw thermal slowdown; GPU 1: hw power brake slowdown; GPU 1: sw thermal slowdown"
+    assert health.evaluate_throttle("0, Not Active, Not Active, Not Active, Active\n")["status"] == "warn"
+
+
+XID_79 = "[ 9000.250000] NVRM: Xid (PCI:0000:1b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+XID_13 = "[ 9100.000000] NVRM: Xid (PCI:0000:1b:00): 13, pid=99, Graphics Exception: ESR 0x404600"
+
+
+def test_an_xid_after_the_cursor_fails_once_and_the_next_read_skips_it():
+    log = f"[ 10.000000] Linux version 6.8\n{XID_79}\n[ 9001.000000] usb 1-1: new device\n"
+    result, last = health.evaluate_xids(log, None)
+    assert result["status"] == "fail" and result["detail"].startswith("XID 79 on 0000:1b:00: pid=1234")
+    assert last == 9001.0
+    again = health.evaluate_xids(log, last)[0]
+    assert again == {"check": "xid", "status": "pass", "detail": "no new XID error in the kernel log"}
+    # A tenant's own program faulting (XID 13) is shown, not held against the node
+    assert health.evaluate_xids(log + XID_13 + "\n", last)[0]["status"] == "warn"
+
+
+def test_a_cursor_of_another_boot_reads_the_log_from_its_start():
+    assert health.parse_cursor("boot-a@9001.000000", "boot-a") == 9001.0
+    assert health.parse_cursor("boot-a@9001.000000", "boot-b") is None
+    assert health.parse_cursor("", "boot-b") is None
+    assert health.parse_cursor("boot-b@garbage", "boot-b") is None
+
+
+def fake(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n# FAKE {name}, written by tests/provisioning/test_node_health_tool.py\n{body}\n")
+    path.chmod(0o755)
+
+
+def run_tool(folder: Path, *args: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, str(TOOL), *args], capture_output=True, text=True, timeout=60, env={"PATH": str(folder)}
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_node_login_that_may_not_read_the_kernel_log_gets_a_warning_not_a_crash(tmp_path):
+    # Given a node where dmesg is restricted for this login, the journal too, and no nvidia-smi (a CPU node)
+    fake(tmp_path, "dmesg", 'echo "dmesg: read kernel buffer failed: Operation not permitted" >&2; exit 1')
+    fake(tmp_path, "journalctl", 'echo "No journal files were opened due to insufficient permissions." >&2; exit 1')
+
+    # When the tool runs
+    report = run_tool(tmp_path, "--expect-gpus", "2", "--path", str(tmp_path), "--path", "/no/such/folder")
+
+    # Then it answers: healthy, the kernel log a warning with the reason, the GPU checks skipped, one disk checked
+    assert report["healthy"] is True
+    found = {item["check"]: item for item in report["findings"] if item["check"] != "disk"}
+    assert found["xid"]["status"] == "warn" and "Operation not permitted" in found["xid"]["detail"]
+    assert found["cards"]["status"] == "skip"
+    disks = [item["status"] for item in report["findings"] if item["check"] == "disk"]
+    assert disks == ["pass", "skip"]
+
+
+def test_a_gpu_node_whose_nvidia_smi_is_gone_or_broken_fails(tmp_path):
+    fake(tmp_path, "dmesg", "echo '[ 1.000000] Linux version 6.8'")
+    report = run_tool(tmp_path, "--expect-gpus", "2", "--require-gpus")
+    assert report["healthy"] is False and statuses(report["findings"])["cards"] == "fail"
+    fallen = "Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error"
+    fake(tmp_path, "nvidia-smi", f'echo "{fallen}"; exit 15')
+    report = run_tool(tmp_path, "--expect-gpus", "2")
+    assert report["healthy"] is False
+    assert "Unknown Error" in next(item["detail"] for item in report["findings"] if item["check"] == "cards")
