@@ -84,6 +84,15 @@ def access_tool_check(*, driver: Driver, node: Node) -> None:
         raise DriverError(problem)
 
 
+def access_tool_ready(*, driver: Driver, node: Node) -> None:
+    """Before a command on a live node: the work folder exists, the tool is uploaded where the login is root, and an
+    installed copy is this shop's version (DriverError otherwise: the operator installs it again)."""
+    driver.put_file(b"", f"{driver.workdir}/.keep")
+    if not node.access_tool:
+        _ensure_tool(driver)
+    access_tool_check(driver=driver, node=node)
+
+
 def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -> None:
     # A login that is not root: only this command runs as root (the sudo rule of docs/production.md).
     if node.access_tool:
@@ -203,10 +212,7 @@ def access_backstop_on_nodes(*, order: Order) -> int:
     key_line = access_key_line(order)
     for grant in grants:
         with driver_for(grant.node) as driver:
-            driver.put_file(b"", f"{driver.workdir}/.keep")
-            if not grant.node.access_tool:
-                _ensure_tool(driver)
-            access_tool_check(driver=driver, node=grant.node)
+            access_tool_ready(driver=driver, node=grant.node)
             key_file = f"{driver.workdir}/customer.pub"
             driver.put_file(key_line.encode(), key_file, mode=0o644)
             expires = (order.ends_at + KEY_BACKSTOP).isoformat()

@@ -21,9 +21,8 @@ from core.jobs.kinds import JobKind
 from core.jobs.outbox import job_enqueue
 from orders.outbox import email_enqueue
 from payments.extension_money import orders_held_for_extension_money
-from provisioning.access import _access_tool, _ensure_tool, access_tool_problem
+from provisioning.access import _access_tool, access_tool_ready
 from provisioning.drivers import driver_for
-from provisioning.drivers.base import DriverError
 from provisioning.models import AccessGrant
 
 log = logging.getLogger(__name__)
@@ -74,11 +73,7 @@ def access_grace_on_node(*, grant_id: int) -> bool:
     if grant is None or grant.grace_until is None or grant.grace_until <= timezone.now():
         return False
     with driver_for(grant.node) as driver:
-        driver.put_file(b"", f"{driver.workdir}/.keep")
-        if not grant.node.access_tool:
-            _ensure_tool(driver)
-        elif problem := access_tool_problem(driver=driver, node=grant.node):
-            raise DriverError(problem)  # an older copy knows no `grace`: the operator installs this one
+        access_tool_ready(driver=driver, node=grant.node)  # an older installed copy knows no `grace`
         _access_tool(driver, grant.node, "grace", "--account", grant.account, "--until", grant.grace_until.isoformat())
     log.info("%s on %s: data window open until %s", grant.account, grant.node, grant.grace_until)
     return True

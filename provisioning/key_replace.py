@@ -18,7 +18,7 @@ from orders.key_change import key_change_applied
 from orders.models import Order, OrderStatus, SshKeyChange
 from orders.outbox import email_enqueue
 from orders.sshkeys import SshKeyError, parse_ssh_public_key
-from provisioning.access import KEY_BACKSTOP, AccessKeyRefused, _access_tool, _ensure_tool, access_tool_check
+from provisioning.access import KEY_BACKSTOP, AccessKeyRefused, _access_tool, access_tool_ready
 from provisioning.drivers import driver_for
 from provisioning.manifest import manifest_change
 from provisioning.models import AccessGrant, RunStatus
@@ -62,10 +62,7 @@ def _on_nodes(*, order: Order, change: SshKeyChange, key_line: str) -> None:
     expires = (order.ends_at + KEY_BACKSTOP).isoformat()  # the backstop the grant set, moved by extensions
     for grant in order.access_grants.handed_over().select_related("node"):
         with driver_for(grant.node) as driver:
-            driver.put_file(b"", f"{driver.workdir}/.keep")
-            if not grant.node.access_tool:
-                _ensure_tool(driver)
-            access_tool_check(driver=driver, node=grant.node)
+            access_tool_ready(driver=driver, node=grant.node)
             key_file = f"{driver.workdir}/customer-{change.pk}.pub"
             driver.put_file(key_line.encode(), key_file, mode=0o644)
             _access_tool(

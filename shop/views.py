@@ -310,7 +310,8 @@ def _status_page(
         "extend_form": extend_form or (_extend_form(order) if _extendable(order) and not open_extensions else None),
         # "Replace SSH key", in the states that allow it (shown again with its error after a refused POST)
         "key_form": key_form or (KeyReplaceForm() if key_replaceable(order.status) else None),
-        "key_unapplied": key_change_unapplied(order),
+        # (a change waits on the nodes only while the rental runs: before, it is applied as it is made)
+        "key_unapplied": key_change_unapplied(order) if order.status == OrderStatus.ACTIVE else None,
         # Time given back for downtime or adjusted by staff, with the downtime total and its cap
         "credits": credit_summary(order) if order.status in (OrderStatus.ACTIVE, OrderStatus.ENDED) else None,
         # (refund id, the address given, what is wrong with it): shown on that refund's field

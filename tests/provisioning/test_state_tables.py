@@ -11,7 +11,18 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from core.transition_event import TransitionNotAllowed
-from provisioning.models import Node, NodeEvent, NodeState, PreparationRun, PreparationRunEvent, RunStatus
+from provisioning.models import (
+    MoveStatus,
+    Node,
+    NodeEvent,
+    NodeMove,
+    NodeMoveEvent,
+    NodeState,
+    PreparationRun,
+    PreparationRunEvent,
+    RunStatus,
+)
+from provisioning.moves import MOVE_OUTCOMES, MOVE_TRANSITIONS, move_transition
 from provisioning.states import (
     NODE_TRANSITIONS,
     RUN_OUTCOMES,
@@ -37,6 +48,12 @@ RUN_REFUSED = [
     for src, to in itertools.product(RunStatus.values, repeat=2)
     if src != to and to not in RUN_TRANSITIONS[src]
 ]
+MOVE_ALLOWED = [(src, to) for src, targets in MOVE_TRANSITIONS.items() for to in sorted(targets)]
+MOVE_REFUSED = [
+    (src, to)
+    for src, to in itertools.product(MoveStatus.values, repeat=2)
+    if src != to and to not in MOVE_TRANSITIONS[src]
+]
 
 
 def a_node(state: str, name: str = "node-1") -> Node:
@@ -51,6 +68,8 @@ def a_run(status: str) -> PreparationRun:
 def test_every_status_has_a_row_in_its_table():
     assert set(NODE_TRANSITIONS) == set(NodeState.values)
     assert set(RUN_TRANSITIONS) == set(RunStatus.values)
+    assert set(MOVE_TRANSITIONS) == set(MoveStatus.values)
+    assert all(targets <= set(MoveStatus.values) for targets in MOVE_TRANSITIONS.values())
     assert all(targets <= set(NodeState.values) for targets in NODE_TRANSITIONS.values())
     assert all(targets <= set(RunStatus.values) for targets in RUN_TRANSITIONS.values())
 
@@ -144,6 +163,36 @@ def test_a_run_moved_to_its_own_status_writes_nothing(db, status):
     run.refresh_from_db()
     assert (run.status, run.finished_at) == (status, None)
     assert not PreparationRunEvent.objects.exists()
+
+
+def a_move(status: str) -> NodeMove:
+    order = order_stored()
+    return NodeMove.objects.create(order=order, from_node=a_node(NodeState.DEGRADED), status=status, requested_by="t")
+
+
+@pytest.mark.parametrize(("src", "to"), MOVE_ALLOWED)
+def test_an_allowed_move_of_a_rental_is_saved_with_one_event(db, src, to):
+    move = a_move(src)
+
+    assert move_transition(move=move, to=to, actor="system", reason="why it moved")
+
+    move.refresh_from_db()
+    assert move.status == to
+    event = NodeMoveEvent.objects.get(move=move)
+    assert (event.actor, event.from_status, event.to_status, event.reason) == ("system", src, to, "why it moved")
+    assert (move.finished_at is not None) == (to in MOVE_OUTCOMES)
+
+
+@pytest.mark.parametrize(("src", "to"), MOVE_REFUSED)
+def test_a_move_of_a_rental_outside_the_table_is_refused_and_changes_nothing(db, src, to):
+    move = a_move(src)
+
+    with pytest.raises(TransitionNotAllowed, match=f"move {move.pk}: {src} -> {to} is not allowed"):
+        move_transition(move=move, to=to, actor="system", reason="why")
+
+    move.refresh_from_db()
+    assert (move.status, move.finished_at) == (src, None)
+    assert not NodeMoveEvent.objects.exists()
 
 
 @pytest.fixture
