@@ -63,6 +63,7 @@ bench: $(VENV)/.test-deps node_modules/.deps
 	$(BIN)/python bench/scan_rpc_calls.py --orders 1 100 1000 10000
 	$(BIN)/python bench/scan_budget.py
 	$(BIN)/python bench/preflight_cpu.py
+	$(BIN)/python bench/history.py --orders 1000 10000 100000
 
 # mypy (django-stubs, DRF stubs) held to mypy-baseline.json, which only shrinks: scripts/mypy_baseline.py --update
 # writes what shrank. orders/ and payments/ are checked strictly ([tool.mypy] in pyproject.toml).

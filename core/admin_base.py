@@ -26,6 +26,9 @@ class ReadOnlyInline(admin.TabularInline):
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    # A filtered list counts its own rows only, never the whole table's history again (issue 30)
+    show_full_result_count = False
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

@@ -181,6 +181,7 @@ class PaymentRequestAdmin(admin.ModelAdmin):
     list_filter = [NeedsReviewFilter, "status", "asset__network"]
     search_fields = ["order__reference", "address", "credits__tx_hash"]
     list_select_related = ["order", "asset__network"]
+    show_full_result_count = False  # one count of the filtered rows, not a second of every payment ever made
     inlines = [CreditInline, NoticeInline, PaymentEventInline]
     actions = ["accept", "reject", "mark_for_refund", "goodwill_refund"]
     exclude = ["key_fingerprint"]
@@ -394,6 +395,7 @@ class RefundAdmin(admin.ModelAdmin):
     list_filter = ["status", "reason", "network"]
     search_fields = ["payment__order__reference", "to_address", "tx_hash"]
     list_select_related = ["payment__order", "network"]
+    show_full_result_count = False
     inlines = [RefundEventInline]
     actions = ["approve", "reject"]
 
@@ -465,6 +467,7 @@ class OutflowAdmin(admin.ModelAdmin):
     """What the scan saw leave deposit addresses (payments/outflows.py): evidence, read only."""
 
     list_select_related = ["payment__order", "payment__asset", "network"]
+    show_full_result_count = False
     search_fields = ["payment__order__reference", "payment__address", "to_address", "tx_hash"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.http import Http404, HttpResponse
+from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers, status
@@ -26,7 +27,7 @@ from core.api_errors import (
 )
 from core.api_fields import TextField
 from payments.ledger import KINDS as LEDGER_KINDS
-from payments.ledger import ledger_csv, ledger_rows
+from payments.ledger import LEDGER_DEFAULT_DAYS, ledger_csv_lines, ledger_movements
 from payments.models import Network, Refund
 from payments.refunds import RefundDecisionError, refund_decide
 from payments.rpc import RpcError
@@ -142,7 +143,11 @@ class LedgerCsvApi(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("from", OpenApiTypes.DATE, description="First day (UTC), YYYY-MM-DD"),
+            OpenApiParameter(
+                "from",
+                OpenApiTypes.DATE,
+                description=f"First day (UTC), YYYY-MM-DD; without from and to, the last {LEDGER_DEFAULT_DAYS} days",
+            ),  # fmt: skip
             OpenApiParameter("to", OpenApiTypes.DATE, description="Last day (UTC), YYYY-MM-DD"),
             OpenApiParameter("kind", OpenApiTypes.STR, enum=list(LEDGER_KINDS), description="One kind of movement"),
             OpenApiParameter("network", OpenApiTypes.STR, description="One network's slug"),
@@ -150,7 +155,7 @@ class LedgerCsvApi(APIView):
         responses={(200, "text/csv"): OpenApiTypes.STR, 400: BAD_INPUT, 401: NOT_ALLOWED, 403: NOT_ALLOWED},
         summary="Every on-chain movement as CSV (treasurers and payment reviewers)",
     )
-    def get(self, request: Request) -> HttpResponse | Response:
+    def get(self, request: Request) -> StreamingHttpResponse | Response:
         days, errors = {}, {}
         for name in ("from", "to"):
             raw = str(request.query_params.get(name, ""))[:20]
@@ -163,7 +168,10 @@ class LedgerCsvApi(APIView):
             errors["kind"] = [f"One of: {', '.join(LEDGER_KINDS)}."]
         if errors:
             return Response(errors, status=status.HTTP_400_BAD_REQUEST)
-        body = ledger_csv(ledger_rows(start=days["from"], end=days["to"], kind=kind, network=network[:40]))
-        response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+        if days["from"] is None and days["to"] is None:  # a range by default: the books only grow
+            days["from"] = timezone.now().date() - dt.timedelta(days=LEDGER_DEFAULT_DAYS - 1)
+        rows = ledger_movements(start=days["from"], end=days["to"], kind=kind, network=network[:40])
+        # Streamed: each line leaves as it is read, however many movements the range holds
+        response = StreamingHttpResponse(ledger_csv_lines(rows), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="ledger.csv"'
         return response

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 from eth_utils import is_address, to_checksum_address
 
@@ -54,9 +55,13 @@ def deposit_path(payment: PaymentRequest) -> str:
 
 
 def _plannable(network: Network) -> list[PaymentRequest]:
-    """This network's deposit addresses whose every transfer is final and that owe or hold something."""
+    """This network's deposit addresses whose every transfer is final and that owe or hold something. Only those
+    the books say hold money (`holds_money`, kept by payments.books) or owe an approved refund are read: the plan
+    costs what is left to collect, not every payment the network ever had (issue 30)."""
+    owing = Refund.objects.filter(payment=OuterRef("pk"), status=RefundStatus.APPROVED)
     payments = (
         PaymentRequest.objects.filter(chain_id=network.chain_id, key_fingerprint=key_fingerprint())
+        .filter(Q(holds_money=True) | Exists(owing))
         .filter(credits__isnull=False)
         .distinct()
         .select_related("order")

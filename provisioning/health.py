@@ -22,13 +22,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef
 from django.urls import reverse
 from django.utils import timezone
 
 from core.jobs.kinds import JobKind
 from core.jobs.models import Job
 from core.jobs.outbox import job_enqueue
+from core.latest_rows import latest_rows
 from orders.models import Order
 from orders.outbox import email_enqueue
 from orders.staff_notices import staff_notify
@@ -44,7 +45,6 @@ TOOL = "health.py"
 TOOL_TIMEOUT_SECONDS = 60  # the tool answers in seconds; past this the node is not healthy
 WATCHED = (NodeState.IN_USE, NodeState.DEGRADED)
 FAIL, WARN = "fail", "warn"
-PRUNE_BATCH = 1000
 
 
 @dataclass(frozen=True)
@@ -228,25 +228,13 @@ def downtime_close_due(now: dt.datetime) -> int:
     return len(due)
 
 
-def health_prune(*, now: dt.datetime) -> int:
-    """Beat: delete probes older than NODE_HEALTH_KEEP_DAYS, in batches (a short lock each)."""
-    cutoff = now - dt.timedelta(days=settings.NODE_HEALTH_KEEP_DAYS)
-    deleted = 0
-    while True:
-        batch = list(NodeHealth.objects.filter(checked_at__lt=cutoff).values_list("pk", flat=True)[:PRUNE_BATCH])
-        if not batch:
-            return deleted
-        deleted += NodeHealth.objects.filter(pk__in=batch).delete()[0]
-
-
 # --- reading: the order page, the console, /metrics --------------------------------------------------------------
 
 
 def latest_health(node_ids) -> dict[int, NodeHealth]:
     """Each node's latest probe, in one query."""
-    newest = NodeHealth.objects.filter(node=OuterRef("node_id")).order_by("-checked_at", "-pk").values("pk")[:1]
-    rows = NodeHealth.objects.filter(node_id__in=list(node_ids), pk=Subquery(newest))
-    return {row.node_id: row for row in rows}
+    newest_first = ("-checked_at", "-pk")  # the index node_health_latest
+    return latest_rows(NodeHealth.objects.all(), parent="node", parent_ids=node_ids, newest_first=newest_first)
 
 
 def order_nodes_health(order: Order) -> list[dict]:
@@ -279,9 +267,7 @@ def probe_ages(now: dt.datetime) -> list[tuple[str, float]]:
     access was handed over (/metrics: a probe that stopped running shows as a growing age)."""
     nodes = list(watched_nodes())
     latest = latest_health(node.pk for node in nodes)
-    granted = dict(
-        AccessGrant.objects.handed_over().filter(node__in=nodes).values_list("node_id", "granted_at")
-    )
+    granted = dict(AccessGrant.objects.handed_over().filter(node__in=nodes).values_list("node_id", "granted_at"))
     ages = []
     for node in nodes:
         since = latest[node.pk].checked_at if node.pk in latest else granted.get(node.pk, now)

@@ -201,6 +201,8 @@ class NodeCheck(models.Model):
                 fields=["node"], condition=models.Q(finished_at__isnull=True), name="one_open_check_per_node"
             ),
         ]
+        # The console's latest check per node (core/latest_rows.py): one index probe per node.
+        indexes = [models.Index(fields=["node", "-created_at", "-id"], name="node_check_latest")]
 
     def __str__(self) -> str:
         outcome = "running" if self.finished_at is None else ("passed" if self.passed else "failed")

@@ -29,11 +29,12 @@ import shlex
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from core.jobs.kinds import JobKind
 from core.jobs.outbox import job_enqueue
+from core.latest_rows import latest_rows
 from orders import capacity
 from orders.models import Preparation
 from provisioning.drivers import driver_for
@@ -269,6 +270,5 @@ def check_stop_over_time(*, check_id: int) -> None:
 
 def checks_latest(nodes: list[Node]) -> dict[int, NodeCheck]:
     """Each node's latest check (the console shows it on the node's row)."""
-    newest = NodeCheck.objects.filter(node=OuterRef("node_id")).order_by("-created_at", "-pk").values("pk")[:1]
-    checks = NodeCheck.objects.filter(node__in=nodes, pk=Subquery(newest))  # one query, however many probes ran
-    return {check.node_id: check for check in checks}
+    ids = [node.pk for node in nodes]
+    return latest_rows(NodeCheck.objects.all(), parent="node", parent_ids=ids, newest_first=("-created_at", "-pk"))

@@ -32,7 +32,6 @@ from provisioning.health import (
     health_probe,
     health_probe_over_time,
     health_probes_start,
-    health_prune,
 )
 from provisioning.key_replace import access_key_replace_on_nodes, preparation_key_retry
 from provisioning.models import AccessGrant, PreparationRun, RunStatus
@@ -286,9 +285,3 @@ def node_health_task(node_id: int) -> bool | None:
 def node_health_probes_task() -> int:
     """Beat, every NODE_HEALTH_PROBE_MINUTES: one probe job per node with live access."""
     return len(health_probes_start(now=timezone.now()))
-
-
-@shared_task(acks_late=True)
-def node_health_prune_task() -> int:
-    """Beat, hourly: probes older than NODE_HEALTH_KEEP_DAYS go."""
-    return health_prune(now=timezone.now())

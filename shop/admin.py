@@ -128,6 +128,7 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
     search_fields = ["reference", "last_name", "payments__address"]  # and the email: get_search_results
     search_help_text = "A reference, a last name, a payment address, or an email address (or a part of one)."
     list_select_related = ["preparation"]
+    show_full_result_count = False  # one count of the filtered rows, not a second of every order ever placed
     date_hierarchy = "created_at"
     inlines = [PaymentRequestInline, ExtensionInline, RentalCreditInline, ReservationInline, OrderEventInline]
     actions = ["cancel_orders", "extend_hold", "export_personal_data", "erase_personal_data"]

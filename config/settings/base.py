@@ -369,12 +369,11 @@ REMINDER_HOURS = (72, 24, 1)
 # loading their cards; results are kept this many days.
 NODE_HEALTH_PROBE_MINUTES = env_int("NODE_HEALTH_PROBE_MINUTES", 5)
 NODE_HEALTH_KEEP_DAYS = env_int("NODE_HEALTH_KEEP_DAYS", 14)
-# Rented nodes: a health probe each (README, "Rented nodes are watched"), and old probes pruned hourly.
+# Rented nodes: a health probe each (README, "Rented nodes are watched"); old probes go with the retention pass.
 CELERY_BEAT_SCHEDULE["probe-rented-nodes"] = {
     "task": "provisioning.tasks.node_health_probes_task",
     "schedule": 60.0 * NODE_HEALTH_PROBE_MINUTES,
 }
-CELERY_BEAT_SCHEDULE["prune-node-health"] = {"task": "provisioning.tasks.node_health_prune_task", "schedule": 3600.0}
 # Downtime the probes saw is added to the rental's end, at most this many hours per rental (the terms say so).
 DOWNTIME_CREDIT_CAP_HOURS = env_int("DOWNTIME_CREDIT_CAP_HOURS", 72)
 # A move to a spare node copies at most this many GiB of the tenant's home and scratch, node to node.
@@ -402,3 +401,11 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default", "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
+
+# Retention (shop/retention.py, README "Retention"): operational history goes after these many days, in an
+# hourly pass of short batches. Money evidence is kept; personal data goes as the privacy page says.
+JOB_KEEP_DAYS = env_int("JOB_KEEP_DAYS", 7)  # background jobs done or given up (a lookup's typed address with them)
+EMAIL_KEEP_DAYS = env_int("EMAIL_KEEP_DAYS", 30)  # customer emails sent (who, which, when: no body is stored)
+NODE_CHECK_KEEP_DAYS = env_int("NODE_CHECK_KEEP_DAYS", 90)  # rechecks and idle probes (each node's latest stays)
+RUN_LOG_KEEP_DAYS = env_int("RUN_LOG_KEEP_DAYS", 90)  # a finished preparation's log (its report is evidence: kept)
+CELERY_BEAT_SCHEDULE["prune-history"] = {"task": "shop.tasks.history_prune_task", "schedule": 3600.0}

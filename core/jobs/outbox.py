@@ -24,7 +24,6 @@ from core.jobs.kinds import JobKind, job_task_for
 from core.jobs.models import Job
 
 log = logging.getLogger(__name__)
-DONE_KEPT = dt.timedelta(days=7)  # finished jobs stay this long, for an operator looking back
 
 
 def job_enqueue(kind: JobKind, **args: Any) -> Job:
@@ -52,8 +51,8 @@ def jobs_due(now: dt.datetime) -> QuerySet[Job]:
 
 
 def jobs_send_due(*, now: dt.datetime, limit: int = 500) -> int:
-    """Beat: send what is due again, and forget what finished long ago. A broker error stops the pass (raised):
-    what is left stays due for the next one."""
+    """Beat: send what is due again (shop/retention.py forgets what finished). A broker error stops the pass
+    (raised): what is left stays due for the next one."""
     sent = 0
     for job in jobs_due(now)[:limit]:
         try:
@@ -66,7 +65,6 @@ def jobs_send_due(*, now: dt.datetime, limit: int = 500) -> int:
         # Not sent again while this send may still wait in the queue.
         Job.objects.filter(pk=job.pk).update(due_at=now + lease)
         sent += 1
-    Job.objects.filter(done_at__lt=now - DONE_KEPT).delete()
     return sent
 
 

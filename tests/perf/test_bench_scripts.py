@@ -76,3 +76,24 @@ def test_the_poll_benchmark_measures_both_scripts_and_the_new_one_gets_304s(tmp_
     assert before["if_none_match_sent"] == 0 and "304" not in before["statuses"]
     assert results["etag_served"] is True
     assert after["if_none_match_sent"] > 0 and after["statuses"].get("304", 0) > 0
+
+
+def test_the_history_benchmark_measures_every_path_at_two_sizes_and_the_passes_stay_flat(tmp_path):
+    # Given a small run of bench/history.py: 200 and 2,000 orders, one timed run each
+    env = clean_environment(BENCH_RESULTS_DIR=str(tmp_path))
+    command = [sys.executable, "bench/history.py", "--orders", "200", "2000", "--runs", "1"]
+
+    # When it runs
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+    # Then it prints its table and every path answered at both sizes with the same number of statements
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "| path | 200 orders | 2,000 orders |" in done.stdout
+    results = json.loads((tmp_path / "history.json").read_text())["results"]
+    by_path: dict[str, dict[int, int]] = {}
+    for result in results:
+        by_path.setdefault(result["path"], {})[result["orders"]] = result["queries"]
+    assert len(by_path) == 16
+    assert {path: counts[200] for path, counts in by_path.items()} == {
+        path: counts[2000] for path, counts in by_path.items()
+    }

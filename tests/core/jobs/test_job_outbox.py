@@ -135,16 +135,6 @@ def test_a_job_naming_a_task_that_no_longer_exists_gives_up_and_does_not_stop_th
     assert len(mail.outbox) == 1  # the email behind it went out
 
 
-def test_finished_jobs_are_forgotten_after_a_week(email_job):
-    Job.objects.filter(pk=email_job.pk).update(done_at=timezone.now() - dt.timedelta(days=8))
-    recent = job_enqueue(EMAIL_SEND, email_id=OutgoingEmail.objects.get().pk)
-    Job.objects.filter(pk=recent.pk).update(done_at=timezone.now() - dt.timedelta(days=1))
-
-    jobs_send_due_task()
-
-    assert list(Job.objects.all()) == [recent]
-
-
 def test_the_order_api_stores_the_email_job_in_the_order_transaction(db, anvil, make_node, api_client, order_payload):
     make_node()
     response = api_client.post(ORDERS_URL, {**order_payload, "email": "x"}, format="json")

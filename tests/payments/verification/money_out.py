@@ -3,6 +3,9 @@ given and decided through the API, and the addresses money goes to."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 
@@ -42,7 +45,11 @@ def give_address(client, placed: dict, refund_id: int, address: str, token: str 
 
 
 def decide(
-    client, refund_id: int, verb: str, token: str | None, reason: str = "checked the transfer",
+    client,
+    refund_id: int,
+    verb: str,
+    token: str | None,
+    reason: str = "checked the transfer",
     to_address: str | None = None,
 ):
     """A reviewer's decision through the API. An approval names the address the reviewer saw: by default the
@@ -70,3 +77,9 @@ def balance(url: str, token: str | None, address: str) -> int:
         return int(client.call("eth_getBalance", [address, "latest"]), 16)
     data = "0x70a08231" + address.lower()[2:].rjust(64, "0")
     return int(client.call("eth_call", [{"to": token, "data": data}, "latest"]), 16)
+
+
+def ledger_csv_rows(answer) -> list[dict]:
+    """The rows of a ledger CSV answer, which is streamed (never built whole in memory)."""
+    assert answer.status_code == 200 and answer.streaming, answer
+    return list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))

@@ -4,8 +4,6 @@ made; every balance checked on-chain afterwards, to the base unit."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 
 from django.core import mail
@@ -14,7 +12,15 @@ from payments.models import Refund, Sweep, UnexpectedOutflow
 from payments.treasury import gas_account_address
 from tests.payments.signer.chain import run_signer
 from tests.payments.verification.helpers import payment_of, units
-from tests.payments.verification.money_out import CUSTOMER_WALLET, EXCESS, TREASURY, balance, refund_approved, staff
+from tests.payments.verification.money_out import (
+    CUSTOMER_WALLET,
+    EXCESS,
+    TREASURY,
+    balance,
+    ledger_csv_rows,
+    refund_approved,
+    staff,
+)
 
 STRAY_USDT = 3_000_000
 
@@ -86,7 +92,7 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     # And the books show every movement: four credits and four gas top-ups in (one per token item), two refunds
     # and three sweeps out
     ledger = client.get("/api/v1/treasury/ledger.csv", headers={"Authorization": f"Token {treasurer}"})
-    rows = list(csv.DictReader(io.StringIO(ledger.content.decode())))
+    rows = ledger_csv_rows(ledger)
     kinds = [row["kind"] for row in rows]
     assert sorted(kinds) == ["credit"] * 4 + ["gas"] * 4 + ["refund"] * 2 + ["sweep"] * 3
     # And each movement says where it came from and went to: the customer's wallet (and the gas account) to the
@@ -98,8 +104,10 @@ def test_an_overpayment_is_refunded_and_every_paid_order_swept_with_exact_balanc
     }
     assert ends["credit"] == {(chain.wallet.address.lower(), deposit) for deposit in deposits}
     assert {to for _sender, to in ends["gas"]} <= deposits and {s for s, _to in ends["gas"]} == {gas_account.lower()}
-    assert ends["refund"] == {(overpaid["payment"]["address"].lower(), CUSTOMER_WALLET.lower()),
-                              (stray["payment"]["address"].lower(), CUSTOMER_WALLET.lower())}
+    assert ends["refund"] == {
+        (overpaid["payment"]["address"].lower(), CUSTOMER_WALLET.lower()),
+        (stray["payment"]["address"].lower(), CUSTOMER_WALLET.lower()),
+    }
     assert ends["sweep"] == {(deposit, TREASURY.lower()) for deposit in deposits}
     # And a second run sends nothing more
     again = run_signer(

@@ -4,9 +4,7 @@ plans, the treasurer's signer (a subprocess) pays on a real anvil, the scan reco
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import json
 
 from django.core import mail
@@ -24,6 +22,7 @@ from tests.payments.verification.money_out import (
     EXCESS,
     TREASURY,
     balance,
+    ledger_csv_rows,
     overpaid,
     refund_approved,
     staff,
@@ -82,7 +81,7 @@ def paid_by_plan_and_recorded_once(client, chain, scan_pass, key, tmp_path, plac
     confirmed = [m.subject for m in mail.outbox if "your refund is confirmed" in m.subject]
     assert confirmed == [f"Order {placed['reference']}: your refund is confirmed"]
     ledger = client.get("/api/v1/treasury/ledger.csv?kind=refund", headers={"Authorization": f"Token {treasurer}"})
-    rows = list(csv.DictReader(io.StringIO(ledger.content.decode())))
+    rows = ledger_csv_rows(ledger)
     assert [(row["tx_hash"], int(row["amount_base_units"])) for row in rows] == [
         (paid["tx_hash"].lower(), -int(refund.amount_base_units))
     ]

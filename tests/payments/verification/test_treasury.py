@@ -3,16 +3,23 @@ back and sweep is exactly what the addresses hold, minus what is owed, and only 
 
 from __future__ import annotations
 
-import csv
-import io
+import datetime as dt
 
 import pytest
+from django.utils import timezone
 
 from payments.addresses import derive_address
 from payments.models import Refund
 from payments.treasury import gas_account_address
 from tests.payments.verification.helpers import payment_of, units
-from tests.payments.verification.money_out import CUSTOMER_WALLET, EXCESS, TREASURY, refund_approved, staff
+from tests.payments.verification.money_out import (
+    CUSTOMER_WALLET,
+    EXCESS,
+    TREASURY,
+    ledger_csv_rows,
+    refund_approved,
+    staff,
+)
 
 
 def get(client, url: str, token: str | None):
@@ -111,7 +118,7 @@ def test_the_ledger_lists_every_credit_with_its_value_at_the_quote(chain, custom
     answer = get(client, "/api/v1/treasury/ledger.csv", reviewer)
 
     assert answer["Content-Type"].startswith("text/csv")
-    rows = list(csv.DictReader(io.StringIO(answer.content.decode())))
+    rows = ledger_csv_rows(answer)
     by_tx = {row["tx_hash"]: row for row in rows}
     usdc = by_tx[sent.tx_hash.lower()]
     assert (usdc["kind"], usdc["order"], usdc["asset"]) == ("credit", placed["reference"], "USDC")
@@ -125,7 +132,7 @@ def test_the_ledger_lists_every_credit_with_its_value_at_the_quote(chain, custom
     assert (usdt["asset"], usdt["amount"], usdt["usd_value_at_quote"]) == ("USDT", "3", "")  # not the quote's asset
     # A day range that excludes them: the header alone
     empty = get(client, "/api/v1/treasury/ledger.csv?from=2000-01-01&to=2000-01-02", reviewer)
-    assert empty.content.decode().strip().count("\n") == 0
+    assert ledger_csv_rows(empty) == []
 
 
 def test_the_admins_ledger_page_filters_the_same_rows_for_reviewers_only(chain, customer, scan_pass, client):
@@ -160,8 +167,7 @@ def test_the_ledger_filters_by_kind_and_network_in_the_csv_and_pages_the_admin_v
 
     def rows(query: str) -> list[dict]:
         answer = get(client, f"/api/v1/treasury/ledger.csv?{query}", reviewer)
-        assert answer.status_code == 200, answer.content
-        return list(csv.DictReader(io.StringIO(answer.content.decode())))
+        return ledger_csv_rows(answer)
 
     assert [row["kind"] for row in rows("kind=credit&network=local")] == ["credit", "credit"]
     assert rows("kind=refund") == [] and rows("network=base") == []
@@ -210,3 +216,37 @@ def test_the_admins_ledger_page_totals_the_filtered_rows_per_asset_and_kind_in_u
     # And a filter narrows the totals with the rows
     usdt_only = client.get("/admin/ledger/?kind=credit&network=base").content.decode()
     assert "No movement in this range." in usdt_only.split('id="ledger-totals"', 1)[1].split("</table>", 1)[0]
+
+
+def test_the_csv_streams_the_last_month_by_default_and_older_movements_on_request(
+    chain, customer, scan_pass, client, monkeypatch
+):
+    from django.contrib.auth import get_user_model
+
+    from payments.models import Credit
+
+    # Given two payments, one of them received 40 days ago
+    reviewer = staff("reviewer", "rita")
+    old, recent = customer.order(), customer.order()
+    for placed in (old, recent):
+        chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    long_ago = timezone.now() - dt.timedelta(days=40)
+    Credit.objects.filter(payment=payment_of(old)).update(block_timestamp=long_ago)
+
+    # When the CSV is asked for with no range: the last month only, streamed
+    default = ledger_csv_rows(get(client, "/api/v1/treasury/ledger.csv", reviewer))
+    assert [row["order"] for row in default] == [recent["reference"]]
+
+    # And a range that reaches back finds the old one, oldest first
+    since = get(client, f"/api/v1/treasury/ledger.csv?from={long_ago.date().isoformat()}", reviewer)
+    assert [row["order"] for row in ledger_csv_rows(since)] == [old["reference"], recent["reference"]]
+
+    # The admin page (no range: every movement) pages them oldest first, with totals over both
+    monkeypatch.setattr("payments.ledger_views.PER_PAGE", 1)
+    client.force_login(get_user_model().objects.get(username="rita"))
+    first, second = (client.get(f"/admin/ledger/?page={n}").content.decode() for n in (1, 2))
+    assert old["reference"] in first and recent["reference"] not in first.split('id="ledger"', 1)[1]
+    assert recent["reference"] in second.split('id="ledger"', 1)[1]
+    assert "page 1 of 2 (2 movements)" in first

@@ -22,7 +22,7 @@ from core.jobs.kinds import JobKind
 from core.jobs.models import Job
 from orders.models import CreditKind, OrderStatus, RentalCredit
 from orders.order_links import order_status_path
-from provisioning.health import downtime_close_due, health_probe, health_probes_start, health_prune
+from provisioning.health import downtime_close_due, health_probe, health_probes_start
 from provisioning.models import AccessGrant, NodeEvent, NodeHealth, NodeState
 from provisioning.tasks import access_revoke_due_task, node_health_probes_task
 from tests.provisioning.flow.node_faults import node_processes, prepare
@@ -317,16 +317,6 @@ def test_a_degraded_node_is_shown_to_operators_and_its_downtime_is_credited_befo
     assert RentalCredit.objects.filter(order=order).count() == 1
     order.refresh_from_db()
     assert order.ends_at == past
-
-
-@pytest.mark.django_db
-def test_probes_older_than_the_keep_days_are_pruned(rented, ssh_node, settings, django_capture_on_commit_callbacks):
-    probe(ssh_node, django_capture_on_commit_callbacks)
-    old = probe(ssh_node, django_capture_on_commit_callbacks)
-    kept = dt.timedelta(days=settings.NODE_HEALTH_KEEP_DAYS, minutes=1)
-    NodeHealth.objects.filter(pk=old.pk).update(checked_at=timezone.now() - kept)
-    assert health_prune(now=timezone.now()) == 1
-    assert NodeHealth.objects.filter(node=ssh_node).count() == 1
 
 
 @pytest.mark.django_db

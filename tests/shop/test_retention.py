@@ -1,0 +1,138 @@
+"""The retention pass (shop/retention.py) on a seeded history: each rule removes exactly the rows past their time,
+in batches, and nothing else: open work, each node's latest check and every row of money evidence stay."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from core.jobs.kinds import JobKind
+from core.jobs.models import Job
+from orders.models import Order, OrderEvent, OutgoingEmail
+from provisioning.models import CheckKind, Manifest, Node, NodeCheck, NodeHealth, PreparationRun, RunStatus
+from shop import retention
+from shop.tasks import history_prune_task
+from tests.stored_rows import order_stored
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now()
+
+
+def ago(days: float) -> dt.datetime:
+    return NOW - dt.timedelta(days=days)
+
+
+def job(*, done: float | None = None, gave_up: float | None = None, email: str = "") -> Job:
+    args = {"email": email} if email else {}
+    return Job.objects.create(
+        kind=JobKind.ORDER_LOOKUP, args=args, created_at=ago(60), due_at=ago(60),
+        done_at=ago(done) if done is not None else None, gave_up_at=ago(gave_up) if gave_up is not None else None,
+    )  # fmt: skip
+
+
+def check(node: Node, *, created: float, finished: float | None) -> NodeCheck:
+    return NodeCheck.objects.create(
+        node=node, kind=CheckKind.PROBE, requested_by="system", created_at=ago(created),
+        finished_at=ago(finished) if finished is not None else None, passed=True if finished is not None else None,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def history(settings):
+    """A history older and younger than each rule's time, with the rows no rule may touch beside it."""
+    settings.JOB_KEEP_DAYS, settings.EMAIL_KEEP_DAYS, settings.NODE_HEALTH_KEEP_DAYS = 7, 30, 14
+    settings.NODE_CHECK_KEEP_DAYS, settings.RUN_LOG_KEEP_DAYS = 90, 90
+    order = order_stored()
+    node, idle = (Node.objects.create(name=name, driver="local", host="127.0.0.1") for name in ("node-a", "node-b"))
+    rows = {
+        "jobs gone": [job(done=8), job(gave_up=8, email="ada@example.org"), job(done=30)],
+        "jobs kept": [job(done=6), job(gave_up=6, email="bob@example.org"), job()],
+        "emails gone": [
+            OutgoingEmail.objects.create(order=order, name="paid", created_at=ago(40), sent_at=ago(31))
+            for _ in range(3)
+        ],
+        "emails kept": [
+            OutgoingEmail.objects.create(order=order, name="paid", created_at=ago(40), sent_at=ago(29)),
+            OutgoingEmail.objects.create(order=order, name="paid", created_at=ago(40)),  # never sent: still due
+        ],
+        "probes gone": [
+            NodeHealth.objects.create(node=node, order=order, checked_at=ago(15), reachable=True, healthy=True)
+        ],
+        "probes kept": [
+            NodeHealth.objects.create(node=node, order=order, checked_at=ago(13), reachable=True, healthy=True)
+        ],
+        # node-b's only checks are old: the latest of them stays (the console shows it)
+        "checks gone": [check(node, created=200, finished=200), check(idle, created=150, finished=150)],
+        "checks kept": [
+            check(node, created=1, finished=1), check(idle, created=100, finished=100),
+            check(node, created=120, finished=None),  # still open: never pruned
+        ],  # fmt: skip
+    }
+    old_run = PreparationRun.objects.create(
+        order=order, node=node, status=RunStatus.FAILED, requested_by="olga", log="step 1\nstep 2\n",
+        report={"passed": False}, error="the preflight failed", created_at=ago(100), finished_at=ago(91),
+    )  # fmt: skip
+    new_run = PreparationRun.objects.create(
+        order=order, node=idle, status=RunStatus.PASSED, requested_by="olga", log="recent\n", finished_at=ago(89)
+    )
+    Manifest.objects.create(order=order, body={"order": order.reference}, signature="s", public_key="k")
+    OrderEvent.objects.create(order=order, from_status="", to_status=order.status, actor="system", created_at=ago(900))
+    return {**rows, "order": order, "old_run": old_run, "new_run": new_run}
+
+
+def pks(rows) -> set[int]:
+    return {row.pk for row in rows}
+
+
+def test_each_rule_removes_exactly_the_rows_past_their_time(history):
+    # When beat's hourly pass runs
+    done = history_prune_task.apply().get()
+
+    # Then what each rule says has had its time is gone, and nothing else
+    assert pks(Job.objects.all()) == pks(history["jobs kept"])
+    assert pks(OutgoingEmail.objects.all()) == pks(history["emails kept"])
+    assert pks(NodeHealth.objects.all()) == pks(history["probes kept"])
+    assert pks(NodeCheck.objects.all()) == pks(history["checks kept"])
+    assert done == {
+        "background jobs done or given up": 3,
+        "emails sent": 3,
+        "rented nodes' health probes": 1,
+        "node checks and probes of idle nodes": 2,
+        "preparation logs": 1,
+    }
+    # A "Find my order" job that gave up no longer holds the typed address (the privacy page's 7 days)
+    assert not Job.objects.filter(args__email="ada@example.org").exists()
+
+    # The old run keeps its outcome and its report (evidence), only its log goes
+    old, new = (PreparationRun.objects.get(pk=history[name].pk) for name in ("old_run", "new_run"))
+    assert (old.log, old.report, old.error, old.status) == ("", {"passed": False}, "the preflight failed", "failed")
+    assert new.log == "recent\n"
+
+    # And the money evidence is all there, whatever its age
+    assert Order.objects.filter(pk=history["order"].pk).exists()
+    assert Manifest.objects.filter(order=history["order"]).count() == 1
+    assert OrderEvent.objects.filter(order=history["order"]).count() == 1
+
+
+def test_a_pass_in_small_batches_removes_the_same_and_a_second_pass_nothing(history, monkeypatch):
+    monkeypatch.setattr(retention, "PRUNE_BATCH", 1)
+
+    first = retention.history_prune(now=NOW)
+    second = retention.history_prune(now=NOW)
+
+    assert sum(first.values()) == 10
+    assert set(second.values()) == {0}
+    assert pks(Job.objects.all()) == pks(history["jobs kept"])
+    assert pks(NodeCheck.objects.all()) == pks(history["checks kept"])
+
+
+def test_a_longer_setting_keeps_more(history, settings):
+    settings.JOB_KEEP_DAYS, settings.EMAIL_KEEP_DAYS = 60, 60
+
+    retention.history_prune(now=NOW)
+
+    assert Job.objects.count() == 6
+    assert OutgoingEmail.objects.count() == 5
