@@ -153,17 +153,23 @@ def test_the_admins_ledger_page_filters_the_same_rows_for_reviewers_only(chain, 
     assert sent.tx_hash.lower() not in client.get("/admin/ledger/?kind=refund").content.decode()
 
 
+def two_paid(chain, customer, scan_pass) -> tuple[dict, dict]:
+    """Two orders paid in USDC, their transfers credited."""
+    first, second = customer.order(), customer.order()
+    for placed in (first, second):
+        chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
+    chain.mine(1)
+    scan_pass()
+    return first, second
+
+
 def test_the_ledger_filters_by_kind_and_network_in_the_csv_and_pages_the_admin_view(
     chain, customer, scan_pass, client, monkeypatch
 ):
     from django.contrib.auth import get_user_model
 
     reviewer = staff("reviewer", "rita")
-    first, second = customer.order(), customer.order()
-    for placed in (first, second):
-        chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
-    chain.mine(1)
-    scan_pass()
+    two_paid(chain, customer, scan_pass)
 
     def rows(query: str) -> list[dict]:
         answer = get(client, f"/api/v1/treasury/ledger.csv?{query}", reviewer)
@@ -227,11 +233,7 @@ def test_the_csv_streams_the_last_month_by_default_and_older_movements_on_reques
 
     # Given two payments, one of them received 40 days ago
     reviewer = staff("reviewer", "rita")
-    old, recent = customer.order(), customer.order()
-    for placed in (old, recent):
-        chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
-    chain.mine(1)
-    scan_pass()
+    old, recent = two_paid(chain, customer, scan_pass)
     long_ago = timezone.now() - dt.timedelta(days=40)
     Credit.objects.filter(payment=payment_of(old)).update(block_timestamp=long_ago)
 
