@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from django.utils.translation import pgettext_lazy
 from django.views.decorators.http import require_POST
 
-from core.admin_base import ReadOnlyInline, ReasonForm, details_asked, reason_asked
+from core.admin_base import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, details_asked, reason_asked
 from payments.amount_text import (
     credit_units_text,
     due_text,
@@ -513,3 +513,56 @@ class UnexpectedOutflowAdmin(OutflowAdmin):
         "acknowledged_at",
     ]
     list_filter = ["network", "acknowledged_at"]
+
+
+# Read-only lists of the evidence, for looking one up across orders (issue 30): each row's relations in the same
+# query, newest first by default, searchable by order reference and transaction.
+
+
+@admin.register(Credit)
+class CreditAdmin(ReadOnlyAdmin):
+    list_display = [
+        "tx_hash",
+        "log_index",
+        "order",
+        "network",
+        "kind",
+        "amount",
+        "final",
+        "removed_at",
+        "block_timestamp",
+    ]
+    list_filter = ["network", "kind", "final"]
+    list_select_related = ["payment__order", "network", "asset__network"]
+    search_fields = ["tx_hash", "payment__order__reference", "sender", "payment__address"]
+    ordering = ["-block_timestamp", "-pk"]
+
+    @admin.display(description=pgettext_lazy("staff", "order"))
+    def order(self, credit: Credit) -> str:
+        return credit.payment.order.reference
+
+    @admin.display(description=pgettext_lazy("staff", "amount"))
+    def amount(self, credit: Credit) -> str:
+        return credit_units_text(credit)
+
+
+@admin.register(PaymentEvent)
+class PaymentEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "order", "from_status", "to_status", "actor", "reason"]
+    list_filter = ["to_status"]
+    list_select_related = ["payment__order"]
+    search_fields = ["payment__order__reference", "actor"]
+    ordering = ["-created_at", "-pk"]
+
+    @admin.display(description=pgettext_lazy("staff", "order"))
+    def order(self, event: PaymentEvent) -> str:
+        return event.payment.order.reference
+
+
+@admin.register(RefundEvent)
+class RefundEventAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "refund", "from_status", "to_status", "actor", "reason"]
+    list_filter = ["to_status"]
+    list_select_related = ["refund__payment__order"]
+    search_fields = ["refund__payment__order__reference", "actor"]
+    ordering = ["-created_at", "-pk"]

@@ -101,3 +101,14 @@ class AccessGrantAdmin(ReadOnlyAdmin):
 @admin.register(Manifest)
 class ManifestAdmin(ReadOnlyAdmin):
     list_display = ["order", "created_at"]
+
+
+@admin.register(NodeEvent)
+class NodeEventAdmin(ReadOnlyAdmin):
+    """Every node's state changes across the fleet, newest first (each node's own are inline on its page)."""
+
+    list_display = ["created_at", "node", "from_state", "to_state", "actor", "reason"]
+    list_filter = ["to_state", "node"]
+    list_select_related = ["node"]
+    search_fields = ["node__name", "actor"]
+    ordering = ["-created_at", "-pk"]

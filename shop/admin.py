@@ -6,7 +6,7 @@ from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import pgettext_lazy
 
-from core.admin_base import ReadOnlyInline, details_asked, reason_asked
+from core.admin_base import ReadOnlyAdmin, ReadOnlyInline, details_asked, reason_asked
 from core.email_address import EmailAddressInvalid, ascii_lower, email_match_key
 from core.input_errors import OrderInputError
 from core.transition_event import TransitionNotAllowed
@@ -293,3 +293,14 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
             else:
                 self.message_user(request, f"{order.reference}: personal data erased")
         return None
+
+
+@admin.register(OrderEvent)
+class OrderEventAdmin(ReadOnlyAdmin):
+    """Every order's status changes across orders, newest first (each order's own are inline on its page)."""
+
+    list_display = ["created_at", "order", "from_status", "to_status", "actor", "reason"]
+    list_filter = ["to_status"]
+    list_select_related = ["order"]
+    search_fields = ["order__reference", "actor"]
+    ordering = ["-created_at", "-pk"]

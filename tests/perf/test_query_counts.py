@@ -56,6 +56,11 @@ STAFF_PAGES: dict[str, tuple[Request, int]] = {
     "admin assets (network page)": (lambda w, c: c.get("/admin/payments/network/"), 200),
     "admin order page (events inline)": (_admin_change("shop/order", "paid"), 200),
     "admin payment page (credits, events)": (_admin_change("payments/paymentrequest", "paid"), 200),
+    "admin credits": (lambda w, c: c.get("/admin/payments/credit/"), 200),
+    "admin payment events": (lambda w, c: c.get("/admin/payments/paymentevent/"), 200),
+    "admin refund events": (lambda w, c: c.get("/admin/payments/refundevent/"), 200),
+    "admin order events": (lambda w, c: c.get("/admin/shop/orderevent/"), 200),
+    "admin node events": (lambda w, c: c.get("/admin/provisioning/nodeevent/"), 200),
 }
 
 
