@@ -202,6 +202,8 @@ def paths(network) -> list[tuple[str, object]]:
         ("admin orders", page("/admin/shop/order/")),
         ("admin payments", page("/admin/payments/paymentrequest/")),
         ("admin sweeps", page("/admin/payments/sweep/")),
+        ("admin credits", page("/admin/payments/credit/")),
+        ("admin order events", page("/admin/shop/orderevent/")),
         ("`/metrics`", page("/metrics")),
         ("scan: watched payments", lambda: list(PaymentRequest.objects.watched(now).values_list("pk", flat=True))),
         ("scan: payments out of step", lambda: payments_out_of_step(now=now)),

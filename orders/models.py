@@ -229,6 +229,7 @@ class OrderEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["-created_at", "-id"], name="order_event_newest")]  # the admin's list
 
     def __str__(self) -> str:
         return f"{self.order_id}: {self.from_status or '-'} -> {self.to_status}"

@@ -262,6 +262,7 @@ class PaymentRequest(models.Model):
                 fields=["plan_watch_until"], condition=Q(plan_watch_until__isnull=False), name="payment_plan_watch"
             ),
             models.Index(fields=["id"], condition=Q(holds_money=True), name="payment_holds_money"),
+            models.Index(fields=["-created_at", "-id"], name="payment_newest"),  # the admin's default order
         ]
 
     def __str__(self) -> str:
@@ -297,6 +298,7 @@ class PaymentEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["-created_at", "-id"], name="payment_event_newest")]  # the admin's list
 
     def __str__(self) -> str:
         return f"{self.payment_id}: {self.from_status or '-'} -> {self.to_status}"
@@ -381,6 +383,7 @@ class Credit(models.Model):
             models.Index(
                 fields=["network", "block_timestamp"], condition=Q(removed_at__isnull=True), name="credit_on_chain_time"
             ),
+            models.Index(fields=["-block_timestamp", "-id"], name="credit_newest"),  # the admin's list
             # The ledger reads credits in time order, a page at a time (payments/ledger.py)
             models.Index(
                 fields=["block_timestamp", "tx_hash"], condition=Q(removed_at__isnull=True), name="credit_ledger_order"

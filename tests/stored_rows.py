@@ -15,7 +15,7 @@ def order_stored(*, reference: str = "B2-TEST-0001", days: int = 7) -> Order:
     duration = Duration.objects.get(days=days)
     return Order.objects.create(
         reference=reference,
-        access_nonce="0" * 32,
+        access_nonce=reference.encode().hex()[:32].ljust(32, "0"),  # one per reference: nonces are unique
         lots=1,
         duration=duration,
         preparation=Preparation.objects.get(slug="pytorch-blackwell"),

@@ -93,7 +93,7 @@ def test_the_history_benchmark_measures_every_path_at_two_sizes_and_the_passes_s
     by_path: dict[str, dict[int, int]] = {}
     for result in results:
         by_path.setdefault(result["path"], {})[result["orders"]] = result["queries"]
-    assert len(by_path) == 16
+    assert len(by_path) == 18
     assert {path: counts[200] for path, counts in by_path.items()} == {
         path: counts[2000] for path, counts in by_path.items()
     }
