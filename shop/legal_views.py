@@ -20,6 +20,7 @@ def _figures() -> dict:
         "payment_watch_days": settings.PAYMENT_WATCH_DAYS,
         "refund_min_usd": settings.REFUND_MIN_USD,
         "downtime_credit_cap_hours": settings.DOWNTIME_CREDIT_CAP_HOURS,
+        "unpaid_order_keep_days": settings.UNPAID_ORDER_KEEP_DAYS,
     }
 
 

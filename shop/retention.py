@@ -4,7 +4,9 @@ Three kinds of rows. Money evidence (credits, refunds, sweeps, outflows, payment
 rental credits) is kept: nothing here deletes it (an accounting period is the treasurer's to set before any
 such rule is written). Operational rows (background jobs done or given up, sent emails, node probes and checks,
 preparation logs) go after a setting each, counted in days. Personal data goes as the privacy page says: a job
-that gave up keeps its arguments (a "Find my order" job holds the typed address) no longer than a finished one.
+that gave up keeps its arguments (a "Find my order" job holds the typed address) no longer than a finished one,
+and an order that expired unpaid (no transfer ever reached its address) is no sale: it goes whole, its payment
+request, events and the customer's contact data with it, UNPAID_ORDER_KEEP_DAYS after its last change.
 
 Each rule deletes (or blanks) in batches of PRUNE_BATCH rows, each batch its own short statement, so that no pass
 holds a long lock on a table the shop writes to.
@@ -18,12 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from core.jobs.models import Job
 from core.latest_rows import latest_rows
 from fleet.models import Node
-from orders.models import OutgoingEmail
+from orders.models import Order, OrderStatus, OutgoingEmail
+from payments.models import Credit, PaymentRequest
 from provisioning.models import NodeCheck, NodeHealth, PreparationRun, RunStatus
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,7 @@ class Rule:
     keep_days_setting: str
     rows: Callable[[dt.datetime], QuerySet]  # the rows past their time, for a cutoff
     blank: dict | None = None  # fields to clear instead of deleting the row (what else the row holds is kept)
+    delete: Callable[[list[int]], object] | None = None  # deleting a batch that plain delete() cannot
 
     def keep_days(self) -> int:
         return int(getattr(settings, self.keep_days_setting))
@@ -47,6 +52,19 @@ def _checks_past(cutoff: dt.datetime) -> QuerySet:
     latest = latest_rows(NodeCheck.objects.all(), parent="node", parent_ids=Node.objects.values_list("pk", flat=True),
                          newest_first=newest_first)  # fmt: skip
     return NodeCheck.objects.filter(finished_at__lt=cutoff).exclude(pk__in=[row.pk for row in latest.values()])
+
+
+def _unpaid_past(cutoff: dt.datetime) -> QuerySet:
+    # Expired without a single transfer seen (a late one went to review and stays), and nothing that protects
+    # an order (an extension, time given back, a move) could exist for one that never ran.
+    transfers = Credit.objects.filter(payment__order=OuterRef("pk"))
+    return Order.objects.filter(status=OrderStatus.EXPIRED, updated_at__lt=cutoff).exclude(Exists(transfers))
+
+
+def _unpaid_delete(order_ids: list[int]) -> None:
+    with transaction.atomic():  # the payment requests first (they protect their order), then the orders
+        PaymentRequest.objects.filter(order_id__in=order_ids, credits__isnull=True).delete()
+        Order.objects.filter(pk__in=order_ids).delete()
 
 
 RULES: tuple[Rule, ...] = (
@@ -72,6 +90,7 @@ RULES: tuple[Rule, ...] = (
         ),
         blank={"log": ""},
     ),
+    Rule("orders expired unpaid", "UNPAID_ORDER_KEEP_DAYS", _unpaid_past, delete=_unpaid_delete),
 )
 
 
@@ -86,6 +105,9 @@ def history_prune(*, now: dt.datetime) -> dict[str, int]:
             model = rule.rows(cutoff).model
             if rule.blank:
                 count += model.objects.filter(pk__in=batch).update(**rule.blank)
+            elif rule.delete:
+                rule.delete(batch)
+                count += len(batch)
             else:
                 model.objects.filter(pk__in=batch).delete()
                 count += len(batch)

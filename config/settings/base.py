@@ -408,4 +408,5 @@ JOB_KEEP_DAYS = env_int("JOB_KEEP_DAYS", 7)  # background jobs done or given up 
 EMAIL_KEEP_DAYS = env_int("EMAIL_KEEP_DAYS", 30)  # customer emails sent (who, which, when: no body is stored)
 NODE_CHECK_KEEP_DAYS = env_int("NODE_CHECK_KEEP_DAYS", 90)  # rechecks and idle probes (each node's latest stays)
 RUN_LOG_KEEP_DAYS = env_int("RUN_LOG_KEEP_DAYS", 90)  # a finished preparation's log (its report is evidence: kept)
+UNPAID_ORDER_KEEP_DAYS = env_int("UNPAID_ORDER_KEEP_DAYS", 90)  # an order expired with no transfer: no sale, gone whole
 CELERY_BEAT_SCHEDULE["prune-history"] = {"task": "shop.tasks.history_prune_task", "schedule": 3600.0}

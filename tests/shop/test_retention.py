@@ -102,6 +102,7 @@ def test_each_rule_removes_exactly_the_rows_past_their_time(history):
         "rented nodes' health probes": 1,
         "node checks and probes of idle nodes": 2,
         "preparation logs": 1,
+        "orders expired unpaid": 0,  # order_stored's order is still awaiting its payment
     }
     # A "Find my order" job that gave up no longer holds the typed address (the privacy page's 7 days)
     assert not Job.objects.filter(args__email="ada@example.org").exists()
@@ -136,3 +137,48 @@ def test_a_longer_setting_keeps_more(history, settings):
 
     assert Job.objects.count() == 6
     assert OutgoingEmail.objects.count() == 5
+
+
+def unpaid(reference: str, *, days_ago: float, status: str = "expired", index: int = 0) -> Order:
+    """An order with its payment request, last changed `days_ago`."""
+    from payments.models import Asset, PaymentRequest
+
+    order = order_stored(reference=reference)
+    asset = Asset.objects.select_related("network").get(network__slug="local", symbol="ETH")
+    PaymentRequest.objects.create(
+        order=order, asset=asset, chain_id=asset.network.chain_id, decimals=18, key_fingerprint="test",
+        derivation_index=index, address="0x" + f"{index:040x}", amount_usd=order.total_usd, usd_rate=1,
+        amount_base_units=10**18, expires_at=ago(days_ago), start_block=0,
+    )  # fmt: skip
+    Order.objects.filter(pk=order.pk).update(status=status, updated_at=ago(days_ago))
+    return order
+
+
+def test_an_order_that_expired_unpaid_goes_whole_after_its_time_and_nothing_with_money_does(settings):
+    from payments.models import Credit, PaymentRequest
+
+    settings.UNPAID_ORDER_KEEP_DAYS = 90
+    gone = unpaid("B2-OLD-0001", days_ago=91, index=1)
+    recent = unpaid("B2-NEW-0001", days_ago=89, index=2)
+    ended = unpaid("B2-END-0001", days_ago=400, status="ended", index=3)
+    paid_late = unpaid("B2-LATE-0001", days_ago=400, index=4)  # a transfer reached it after the window
+    payment = PaymentRequest.objects.get(order=paid_late)
+    Credit.objects.create(
+        payment=payment, network=payment.asset.network, asset=payment.asset, chain_id=payment.chain_id,
+        tx_hash="0x" + "ab" * 32, log_index=0, block_number=5, block_hash="0x" + "cd" * 32,
+        block_timestamp=ago(399), sender="0x" + "22" * 20, amount_base_units=1, kind="match", final=True,
+    )  # fmt: skip
+    OrderEvent.objects.create(order=gone, to_status="expired", actor="system")
+    OutgoingEmail.objects.create(order=gone, name="order_expired")
+
+    done = retention.history_prune(now=timezone.now())
+
+    assert done["orders expired unpaid"] == 1
+    assert set(Order.objects.values_list("reference", flat=True)) == {
+        recent.reference, ended.reference, paid_late.reference
+    }
+    # its payment request, events and emails (and the customer's name and address in it) went with it
+    assert not PaymentRequest.objects.filter(order_id=gone.pk).exists()
+    assert not OrderEvent.objects.filter(order_id=gone.pk).exists()
+    assert not OutgoingEmail.objects.filter(order_id=gone.pk).exists()
+    assert PaymentRequest.objects.filter(order=paid_late).exists() and Credit.objects.count() == 1

@@ -76,3 +76,19 @@ def test_a_wrong_order_link_lands_on_a_page_that_leads_to_find_my_order(language
     assert 'href="/order/find/"' in text and words in text
     # and the page does not write the link's reference or token back (the language switcher goes home)
     assert "B2-AAAA-BBBB" not in text and "0123456789abcdef" not in text
+
+
+@pytest.mark.parametrize(
+    ("language", "sentence"),
+    [
+        ("en", "it is deleted with all its data 45 days after it expired"),
+        ("es", "se elimina con todos sus datos 45 días después de caducar"),
+        ("fr", "elle est supprimée avec toutes ses données 45 jours après son expiration"),
+    ],
+)
+def test_the_privacy_notice_states_when_an_unpaid_order_is_deleted(settings, language, sentence):
+    settings.UNPAID_ORDER_KEEP_DAYS = 45
+
+    text = Client().get("/privacy/", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+
+    assert sentence in text
