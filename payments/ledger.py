@@ -99,6 +99,33 @@ def _outflow_row(row: Sweep | UnexpectedOutflow, kind: str, assets: dict[tuple[i
 
 
 KINDS = ("credit", "gas", "refund", "sweep", "unexpected_outflow")
+# What each kind's row reads (and the relations it follows): an order row has dozens of columns the books never
+# show, and the whole-history CSV reads one per movement.
+_PAYMENT = ("payment", "payment__order", "payment__order__reference", "payment__address")
+_OUTFLOW = ("created_at", "chain_id", "token_contract", "amount_base_units", "tx_hash", "block_number",
+            "to_address", "network", "network__slug", *_PAYMENT)  # fmt: skip
+_CREDIT = ("block_timestamp", "kind", "chain_id", "token_contract", "amount_base_units", "tx_hash", "block_number",
+           "sender", "network", "network__slug", "asset", "asset__symbol", "asset__decimals", "payment__chain_id",
+           "payment__contract", "payment__usd_rate", *_PAYMENT)  # fmt: skip
+COLUMNS_READ = {
+    "credit": _CREDIT,
+    "gas": _CREDIT,
+    "refund": (
+        "created_at",
+        "network",
+        "network__slug",
+        "symbol",
+        "decimals",
+        "token_contract",
+        "amount_base_units",
+        "tx_hash",
+        "block_number",
+        "to_address",
+        *_PAYMENT,
+    ),  # fmt: skip
+    "sweep": _OUTFLOW,
+    "unexpected_outflow": _OUTFLOW,
+}
 CHUNK = 2_000  # rows read from the database at a time, per kind
 LEDGER_DEFAULT_DAYS = 31  # the CSV without a range: the last month, not every movement ever
 
@@ -169,8 +196,10 @@ def ledger_movements(
         names: list[str] = []
         cursors: list[Any] = []  # Django's chunked-cursor generators
         for name, rows, time in _streams(start, end, kind, network):
-            ordered = rows.select_related(*related.get(name, ("payment__order", "network"))).order_by(
-                time, "tx_hash", "pk"
+            ordered = (
+                rows.select_related(*related.get(name, ("payment__order", "network")))
+                .only(*COLUMNS_READ[name])
+                .order_by(time, "tx_hash", "pk")
             )
             names.append(name)
             cursors.append(ordered.iterator(chunk_size=chunk))
