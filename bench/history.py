@@ -35,6 +35,7 @@ def seed(count: int) -> None:
     from decimal import Decimal
 
     from django.db import connection
+    from django.db.models import F
     from django.utils import timezone
 
     from orders.models import Duration, Order, OrderEvent, OrderStatus, Preparation
@@ -160,6 +161,8 @@ def seed(count: int) -> None:
         ],
         batch_size=BATCH,
     )  # fmt: skip
+    # bulk_create stamps `updated_at` with today: each order was last changed when its year placed it
+    Order.objects.update(updated_at=F("created_at"))
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
 
