@@ -26,9 +26,9 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from core.jobs.models import Job
 from core.latest_rows import latest_rows
 from fleet.models import Node
-from orders.models import Order, OrderStatus, OutgoingEmail
+from orders.models import Extension, Order, OrderStatus, OutgoingEmail, RentalCredit
 from payments.models import Credit, PaymentRequest
-from provisioning.models import NodeCheck, NodeHealth, PreparationRun, RunStatus
+from provisioning.models import NodeCheck, NodeHealth, NodeMove, PreparationRun, RunStatus
 
 log = logging.getLogger(__name__)
 PRUNE_BATCH = 1_000
@@ -55,10 +55,15 @@ def _checks_past(cutoff: dt.datetime) -> QuerySet:
 
 
 def _unpaid_past(cutoff: dt.datetime) -> QuerySet:
-    # Expired without a single transfer seen (a late one went to review and stays), and nothing that protects
-    # an order (an extension, time given back, a move) could exist for one that never ran.
+    # Expired without a single transfer seen (a late one went to review and stays). What protects an order (an
+    # extension, time given back, a move) cannot exist for one that never ran; one that does all the same is
+    # skipped rather than stop the pass for every rule after it, hour after hour.
     transfers = Credit.objects.filter(payment__order=OuterRef("pk"))
-    return Order.objects.filter(status=OrderStatus.EXPIRED, updated_at__lt=cutoff).exclude(Exists(transfers))
+    protected = [model.objects.filter(order=OuterRef("pk")) for model in (Extension, RentalCredit, NodeMove)]
+    unpaid = Order.objects.filter(status=OrderStatus.EXPIRED, updated_at__lt=cutoff).exclude(Exists(transfers))
+    for rows in protected:
+        unpaid = unpaid.exclude(Exists(rows))
+    return unpaid
 
 
 def _unpaid_delete(order_ids: list[int]) -> None:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from core.jobs.kinds import JobKind
 from core.jobs.models import Job
-from orders.models import Order, OrderEvent, OutgoingEmail
+from orders.models import Order, OrderEvent, OutgoingEmail, RentalCredit
 from provisioning.models import CheckKind, Manifest, Node, NodeCheck, NodeHealth, PreparationRun, RunStatus
 from shop import retention
 from shop.tasks import history_prune_task
@@ -168,6 +168,9 @@ def test_an_order_that_expired_unpaid_goes_whole_after_its_time_and_nothing_with
         tx_hash="0x" + "ab" * 32, log_index=0, block_number=5, block_hash="0x" + "cd" * 32,
         block_timestamp=ago(399), sender="0x" + "22" * 20, amount_base_units=1, kind="match", final=True,
     )  # fmt: skip
+    # one an extension, a credit or a move protects (none should exist): skipped, never a pass stopped by it
+    odd = unpaid("B2-ODD-0001", days_ago=400, index=5)
+    RentalCredit.objects.create(order=odd, kind="staff", seconds=60, reason="a test", actor="olga")
     OrderEvent.objects.create(order=gone, to_status="expired", actor="system")
     OutgoingEmail.objects.create(order=gone, name="order_expired")
 
@@ -175,7 +178,7 @@ def test_an_order_that_expired_unpaid_goes_whole_after_its_time_and_nothing_with
 
     assert done["orders expired unpaid"] == 1
     assert set(Order.objects.values_list("reference", flat=True)) == {
-        recent.reference, ended.reference, paid_late.reference
+        recent.reference, ended.reference, paid_late.reference, odd.reference
     }
     # its payment request, events and emails (and the customer's name and address in it) went with it
     assert not PaymentRequest.objects.filter(order_id=gone.pk).exists()
