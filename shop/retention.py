@@ -106,8 +106,9 @@ def history_prune(*, now: dt.datetime) -> dict[str, int]:
     for rule in RULES:
         cutoff = now - dt.timedelta(days=rule.keep_days())
         count = 0
-        while batch := list(rule.rows(cutoff).order_by().values_list("pk", flat=True)[:PRUNE_BATCH]):
-            model = rule.rows(cutoff).model
+        rows = rule.rows(cutoff)  # built once (each node's latest check read once): each batch re-runs its query
+        model = rows.model
+        while batch := list(rows.order_by().values_list("pk", flat=True)[:PRUNE_BATCH]):
             if rule.blank:
                 count += model.objects.filter(pk__in=batch).update(**rule.blank)
             elif rule.delete:
