@@ -2,9 +2,11 @@
 
 Every family here is read from the database when Prometheus asks, never kept in a process's memory: the web
 workers, the Celery workers and beat all write the rows, so whichever process answers the scrape reports the
-same numbers, and a restart loses nothing. The counters (`*_total`) count rows that are never deleted
-(unexpected outflows, finished preparation runs) or a column incremented in the database at each failure
-(`Network.rpc_errors`): they only grow, as Prometheus expects of a counter.
+same numbers, and a restart loses nothing. Whole-history numbers (orders by status, finished preparation runs,
+unexpected outflows) are tallies that PostgreSQL triggers keep in the writer's transaction (core/tallies): a scrape
+reads a few rows whatever the history. The counters (`*_total`) count arrivals (a run finishing, an outflow seen)
+or a column incremented in the database at each failure (`Network.rpc_errors`): they only grow, as Prometheus
+expects of a counter, even when the retention pass later deletes the rows.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from core.tallies.reading import tallied
 from orders.capacity import lots_available
 from orders.models import Order, OrderEvent, OrderStatus, OutgoingEmail
 from payments.models import Network, PaymentRequest, ProviderUsage, Refund, ScanCursor, UnexpectedOutflow
@@ -32,11 +35,20 @@ OPEN_ORDER_STATUSES = (OrderStatus.AWAITING_PAYMENT, OrderStatus.PAYMENT_REPORTE
 FINISHED_RUN_STATUSES = (RunStatus.PASSED, RunStatus.FAILED, RunStatus.ERROR, RunStatus.REFUSED)
 
 
-def _counts(rows, field: str, values) -> dict[str, int]:
+def _counts(rows, field: str, values, *, tally: str = "") -> dict[str, int]:
     """Every value of a status field with its count, zeros included: a series that vanishes at zero breaks
-    `rate()` and alerts that compare with it."""
-    found = dict(rows.values_list(field).annotate(n=Count("pk")).values_list(field, "n"))
+    `rate()` and alerts that compare with it. Read from the tally that the database keeps for whole-history
+    tables (core/tallies), counted where none is kept."""
+    found = tallied(tally) if tally else None
+    if found is None:
+        found = dict(rows.values_list(field).annotate(n=Count("pk")).values_list(field, "n"))
     return {str(value): found.get(value, 0) for value in values}
+
+
+def _total(rows, *, tally: str) -> int:
+    """A whole table's count, from its tally where the database keeps one."""
+    found = tallied(tally)
+    return rows.count() if found is None else found.get("", 0)
 
 
 def oldest_in_status_seconds(status: str, now: dt.datetime) -> float:
@@ -70,7 +82,7 @@ def paid_waiting_on_person_seconds(now: dt.datetime) -> float:
 
 def _shop(now: dt.datetime) -> Iterator[Metric]:
     orders = GaugeMetricFamily("shop_orders", "Orders by status.", labels=["status"])
-    for status, n in _counts(Order.objects.all(), "status", OrderStatus.values).items():
+    for status, n in _counts(Order.objects.all(), "status", OrderStatus.values, tally="shop_orders").items():
         orders.add_metric([status], n)
     yield orders
     yield GaugeMetricFamily("shop_lots_available", "Lots that can be sold now.", value=lots_available(now))
@@ -140,7 +152,7 @@ def _payments(now: dt.datetime) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "payments_unexpected_outflows",
         "Transfers out of a deposit address that no refund or sweep explains (a leaked key?).",
-        value=UnexpectedOutflow.objects.count(),
+        value=_total(UnexpectedOutflow.objects.all(), tally="payments_unexpected_outflows"),
     )
     yield GaugeMetricFamily(
         "payments_refunds_planned_again",
@@ -182,7 +194,8 @@ def _provisioning() -> Iterator[Metric]:
     runs = CounterMetricFamily(
         "provisioning_preparations", "Preparation runs finished, by result.", labels=["result"]
     )
-    for result, n in _counts(PreparationRun.objects.all(), "status", FINISHED_RUN_STATUSES).items():
+    finished = _counts(PreparationRun.objects.all(), "status", FINISHED_RUN_STATUSES, tally="provisioning_preparations")
+    for result, n in finished.items():
         runs.add_metric([result], n)
     yield runs
 

@@ -1,12 +1,15 @@
 """How long each kind of history is kept, and the beat pass that carries it out (README, "Retention").
 
 Three kinds of rows. Money evidence (credits, refunds, sweeps, outflows, payment and order events, manifests,
-rental credits) is kept: nothing here deletes it (an accounting period is the treasurer's to set before any
-such rule is written). Operational rows (background jobs done or given up, sent emails, node probes and checks,
-preparation logs) go after a setting each, counted in days. Personal data goes as the privacy page says: a job
-that gave up keeps its arguments (a "Find my order" job holds the typed address) no longer than a finished one,
-and an order that expired unpaid (no transfer ever reached its address) is no sale: it goes whole, its payment
-request, events and the customer's contact data with it, UNPAID_ORDER_KEEP_DAYS after its last change.
+rental credits) is kept for the accounting period, MONEY_EVIDENCE_KEEP_DAYS (ten years by default), after the
+order's last change; then the order goes whole with it, and only an order whose books are closed: finished, no
+money left on its addresses and none still watched, no refund, sweep, credit or preparation still open. What
+/metrics counts stays counted (core/tallies: a counter never goes down). Operational rows (background jobs done or
+given up, sent emails, node probes and checks, preparation logs) go after a setting each, counted in days. Personal
+data goes as the privacy page says: a job that gave up keeps its arguments (a "Find my order" job holds the typed
+address) no longer than a finished one, and an order that expired unpaid (no transfer ever reached its address) is
+no sale: it goes whole, its payment request, events and the customer's contact data with it, UNPAID_ORDER_KEEP_DAYS
+after its last change.
 
 Each rule deletes (or blanks) in batches of PRUNE_BATCH rows, each batch its own short statement, so that no pass
 holds a long lock on a table the shop writes to.
@@ -26,12 +29,15 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from core.jobs.models import Job
 from core.latest_rows import latest_rows
 from fleet.models import Node
-from orders.models import Extension, Order, OrderStatus, OutgoingEmail, RentalCredit
-from payments.models import Credit, PaymentRequest
-from provisioning.models import NodeCheck, NodeHealth, NodeMove, PreparationRun, RunStatus
+from orders.models import EXTENSION_OPEN_STATUSES, Extension, Order, OrderStatus, OutgoingEmail, RentalCredit
+from payments.models import Credit, PaymentRequest, Refund, RefundStatus, Sweep, UnexpectedOutflow
+from provisioning.models import MoveStatus, NodeCheck, NodeHealth, NodeMove, PreparationRun, RunStatus
 
 log = logging.getLogger(__name__)
 PRUNE_BATCH = 1_000
+ORDER_CLOSED = (OrderStatus.ENDED, OrderStatus.CANCELLED, OrderStatus.EXPIRED)
+REFUND_CLOSED = (RefundStatus.CONFIRMED, RefundStatus.REJECTED)
+MOVE_CLOSED = (MoveStatus.DONE, MoveStatus.FAILED, MoveStatus.NO_NODE)
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,37 @@ def _unpaid_delete(order_ids: list[int]) -> None:
         Order.objects.filter(pk__in=order_ids).delete()
 
 
+def _closed_books_past(cutoff: dt.datetime) -> QuerySet:
+    # Past the accounting period, and nothing on it that could still move money or machines: a late transfer, an
+    # address the books say holds money (forgetting it would leave money unswept), an open refund or sweep.
+    payments = PaymentRequest.objects.filter(order=OuterRef("pk"))
+    still_open = [
+        payments.filter(Q(holds_money=True) | Q(watch_until__gte=cutoff) | Q(plan_watch_until__gte=cutoff)),
+        Credit.objects.filter(payment__order=OuterRef("pk"), final=False, removed_at__isnull=True),
+        Sweep.objects.filter(payment__order=OuterRef("pk"), final=False, removed_at__isnull=True),
+        Refund.objects.filter(payment__order=OuterRef("pk")).exclude(status__in=REFUND_CLOSED),
+        Extension.objects.filter(order=OuterRef("pk"), status__in=EXTENSION_OPEN_STATUSES),
+        NodeMove.objects.filter(order=OuterRef("pk")).exclude(status__in=MOVE_CLOSED),
+        PreparationRun.objects.filter(order=OuterRef("pk"), status__in=(RunStatus.QUEUED, RunStatus.RUNNING)),
+    ]
+    closed = Order.objects.filter(status__in=ORDER_CLOSED, updated_at__lt=cutoff)
+    for rows in still_open:
+        closed = closed.exclude(Exists(rows))
+    return closed
+
+
+def _closed_delete(order_ids: list[int]) -> None:
+    """An order and all its evidence, in one transaction: what protects a row goes before it."""
+    with transaction.atomic():
+        payments = PaymentRequest.objects.filter(order_id__in=order_ids)
+        for money in (Credit, Refund, Sweep, UnexpectedOutflow):
+            money.objects.filter(payment__in=payments).delete()
+        payments.delete()
+        for protecting in (Extension, RentalCredit, NodeMove):
+            protecting.objects.filter(order_id__in=order_ids).delete()
+        Order.objects.filter(pk__in=order_ids).delete()
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "background jobs done or given up",
@@ -96,6 +133,12 @@ RULES: tuple[Rule, ...] = (
         blank={"log": ""},
     ),
     Rule("orders expired unpaid", "UNPAID_ORDER_KEEP_DAYS", _unpaid_past, delete=_unpaid_delete),
+    Rule(
+        "orders past the accounting period, with their money evidence",
+        "MONEY_EVIDENCE_KEEP_DAYS",
+        _closed_books_past,
+        delete=_closed_delete,
+    ),
 )
 
 

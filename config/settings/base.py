@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     # First: with DEBUG off it refuses the development values before any other app starts (config/apps.py).
     "config.apps.ProjectConfig",
     "core.jobs",
+    "core.tallies",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -409,4 +410,7 @@ EMAIL_KEEP_DAYS = env_int("EMAIL_KEEP_DAYS", 30)  # customer emails sent (who, w
 NODE_CHECK_KEEP_DAYS = env_int("NODE_CHECK_KEEP_DAYS", 90)  # rechecks and idle probes (each node's latest stays)
 RUN_LOG_KEEP_DAYS = env_int("RUN_LOG_KEEP_DAYS", 90)  # a finished preparation's log (its report is evidence: kept)
 UNPAID_ORDER_KEEP_DAYS = env_int("UNPAID_ORDER_KEEP_DAYS", 90)  # an order expired with no transfer: no sale, gone whole
+# The accounting period: an order whose books are closed goes whole with its money evidence this long after its last
+# change (ten years: the longest the shop's jurisdictions ask of accounting records; Spain asks six, France ten).
+MONEY_EVIDENCE_KEEP_DAYS = env_int("MONEY_EVIDENCE_KEEP_DAYS", 3653)
 CELERY_BEAT_SCHEDULE["prune-history"] = {"task": "shop.tasks.history_prune_task", "schedule": 3600.0}

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from core.jobs.kinds import JobKind
 from core.jobs.models import Job
-from orders.models import Order, OrderEvent, OutgoingEmail, RentalCredit
-from provisioning.models import CheckKind, Manifest, Node, NodeCheck, NodeHealth, PreparationRun, RunStatus
+from orders.models import Extension, Order, OrderEvent, OutgoingEmail, RentalCredit
+from provisioning.models import CheckKind, Manifest, Node, NodeCheck, NodeHealth, NodeMove, PreparationRun, RunStatus
 from shop import retention
 from shop.tasks import history_prune_task
 from tests.stored_rows import order_stored
@@ -103,6 +103,7 @@ def test_each_rule_removes_exactly_the_rows_past_their_time(history):
         "node checks and probes of idle nodes": 2,
         "preparation logs": 1,
         "orders expired unpaid": 0,  # order_stored's order is still awaiting its payment
+        "orders past the accounting period, with their money evidence": 0,
     }
     # A "Find my order" job that gave up no longer holds the typed address (the privacy page's 7 days)
     assert not Job.objects.filter(args__email="ada@example.org").exists()
@@ -185,3 +186,90 @@ def test_an_order_that_expired_unpaid_goes_whole_after_its_time_and_nothing_with
     assert not OrderEvent.objects.filter(order_id=gone.pk).exists()
     assert not OutgoingEmail.objects.filter(order_id=gone.pk).exists()
     assert PaymentRequest.objects.filter(order=paid_late).exists() and Credit.objects.count() == 1
+
+
+def closed_books(reference: str, *, days_ago: float, index: int, node=None) -> Order:
+    """An ended rental of `days_ago` with every kind of money evidence: paid, extended, credited time, moved,
+    refunded in part, the rest swept, and an unexpected outflow staff looked into."""
+    from payments.models import Credit, PaymentEvent, PaymentRequest, Refund, RefundEvent, Sweep, UnexpectedOutflow
+
+    order = unpaid(reference, days_ago=days_ago, status="ended", index=index)
+    payment = PaymentRequest.objects.select_related("asset__network").get(order=order)
+    network, when = payment.asset.network, ago(days_ago)
+    extension = Extension.objects.create(
+        order=order, status="applied", duration_days=3, price_per_lot_usd=1, lots=1, total_usd=1, created_at=when
+    )
+    PaymentRequest.objects.create(
+        order=order, extension=extension, asset=payment.asset, chain_id=payment.chain_id, decimals=18,
+        key_fingerprint="test", derivation_index=index + 500, address="0x" + f"{index + 500:040x}", amount_usd=1,
+        usd_rate=1, amount_base_units=1, expires_at=when, start_block=0,
+    )  # fmt: skip
+    chain = {"network": network, "chain_id": payment.chain_id, "token_contract": ""}
+    Credit.objects.create(
+        payment=payment, asset=payment.asset, tx_hash=f"0x{index:064x}", log_index=0, block_number=5,
+        block_hash="0x" + "cd" * 32, block_timestamp=when, sender="0x" + "22" * 20, amount_base_units=10**18,
+        kind="match", final=True, **chain,
+    )  # fmt: skip
+    PaymentEvent.objects.create(payment=payment, to_status="confirmed", actor="system")
+    refund = Refund.objects.create(
+        payment=payment, reason="cancelled", symbol="ETH", decimals=18, amount_base_units=10**17,
+        to_address="0x" + "33" * 20, status="confirmed", tx_hash=f"0x{index + 1:064x}", block_number=6, **chain,
+    )  # fmt: skip
+    RefundEvent.objects.create(refund=refund, from_status="sent", to_status="confirmed", actor="system")
+    outflow = {"to_address": "0x" + "99" * 20, "log_index": -1, **chain}
+    Sweep.objects.create(
+        payment=payment, tx_hash=f"0x{index + 2:064x}", block_number=7, block_hash="0x" + "ef" * 32,
+        amount_base_units=8 * 10**17, final=True, **outflow,
+    )  # fmt: skip
+    UnexpectedOutflow.objects.create(
+        payment=payment, tx_hash=f"0x{index + 3:064x}", block_number=8, amount_base_units=10**17, **outflow
+    )
+    RentalCredit.objects.create(order=order, kind="staff", seconds=3600, reason="a slow node", actor="olga")
+    if node is not None:
+        NodeMove.objects.create(order=order, from_node=node, to_node=node, status="done", requested_by="olga")
+        PreparationRun.objects.create(order=order, node=node, status="passed", requested_by="olga", finished_at=when)
+    Manifest.objects.create(order=order, body={"order": reference}, signature="s", public_key="k")
+    OrderEvent.objects.create(order=order, from_status="active", to_status="ended", actor="system", created_at=when)
+    Order.objects.filter(pk=order.pk).update(updated_at=when)
+    return order
+
+
+def test_past_the_accounting_period_an_order_whose_books_are_closed_goes_whole_and_metrics_counters_stay(
+    settings, client
+):
+    from payments.models import Credit, PaymentRequest, Refund, Sweep, UnexpectedOutflow
+    from tests.metrics_scrape import scrape, value
+
+    settings.MONEY_EVIDENCE_KEEP_DAYS = 3653
+    node = Node.objects.create(name="node-a", driver="local", host="127.0.0.1")
+    gone = closed_books("B2-GONE-0001", days_ago=3660, index=10, node=node)
+    young = closed_books("B2-YOUNG-0001", days_ago=3640, index=20)  # inside the period
+    # Past the period, but something on it may still move money: each stays
+    money_left = closed_books("B2-LEFT-0001", days_ago=3700, index=30)
+    PaymentRequest.objects.filter(order=money_left, extension=None).update(holds_money=True)
+    refund_open = closed_books("B2-REFUND-0001", days_ago=3700, index=40)
+    Refund.objects.filter(payment__order=refund_open).update(status="approved")
+    sweep_unsure = closed_books("B2-SWEEP-0001", days_ago=3700, index=50)
+    Sweep.objects.filter(payment__order=sweep_unsure).update(final=False)
+    still_active = closed_books("B2-ACTIVE-0001", days_ago=3700, index=60)
+    Order.objects.filter(pk=still_active.pk).update(status="active")
+    before = scrape(client)
+
+    done = retention.history_prune(now=timezone.now())
+
+    assert done["orders past the accounting period, with their money evidence"] == 1
+    assert set(Order.objects.values_list("reference", flat=True)) == {
+        young.reference, money_left.reference, refund_open.reference, sweep_unsure.reference, still_active.reference
+    }  # fmt: skip
+    assert not PaymentRequest.objects.filter(order_id=gone.pk).exists()
+    for model in (Credit, Refund, Sweep, UnexpectedOutflow):
+        assert not model.objects.filter(payment__order_id=gone.pk).exists(), model
+    for model in (Extension, RentalCredit, NodeMove, PreparationRun, Manifest, OrderEvent):
+        assert not model.objects.filter(order_id=gone.pk).exists(), model
+    assert Credit.objects.count() == Sweep.objects.count() == UnexpectedOutflow.objects.count() == 5
+    # /metrics: one ended order fewer; the counters keep what they counted (a counter never goes down)
+    after = scrape(client)
+    assert value(after, "shop_orders", status="ended") == value(before, "shop_orders", status="ended") - 1 == 4
+    for name, labels in (("payments_unexpected_outflows_total", {}), ("provisioning_preparations_total",
+                                                                       {"result": "passed"})):  # fmt: skip
+        assert value(after, name, **labels) == value(before, name, **labels) >= 1, name
