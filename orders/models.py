@@ -156,7 +156,11 @@ class Order(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "created_at"])]
+        indexes = [
+            models.Index(fields=["status", "created_at"]),
+            # the retention pass's rules: orders in a finished status last changed before a cutoff
+            models.Index(fields=["status", "updated_at"], name="order_status_changed"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(lots__gte=1), name="order_lots_positive"),
         ]

@@ -21,6 +21,8 @@ def _figures() -> dict:
         "refund_min_usd": settings.REFUND_MIN_USD,
         "downtime_credit_cap_hours": settings.DOWNTIME_CREDIT_CAP_HOURS,
         "unpaid_order_keep_days": settings.UNPAID_ORDER_KEEP_DAYS,
+        "money_evidence_keep_days": settings.MONEY_EVIDENCE_KEEP_DAYS,
+        "money_evidence_keep_years": round(settings.MONEY_EVIDENCE_KEEP_DAYS / 365.25),
     }
 
 

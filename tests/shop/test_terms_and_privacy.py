@@ -92,3 +92,19 @@ def test_the_privacy_notice_states_when_an_unpaid_order_is_deleted(settings, lan
     text = Client().get("/privacy/", HTTP_ACCEPT_LANGUAGE=language).content.decode()
 
     assert sentence in text
+
+
+@pytest.mark.parametrize(
+    ("language", "sentence"),
+    [
+        ("en", "about 5 years (1826 days) after the order's last change"),
+        ("es", "unos 5 años (1826 días) desde el último cambio del pedido"),
+        ("fr", "environ 5 ans (1826 jours) après la dernière modification de la commande"),
+    ],
+)
+def test_the_privacy_notice_states_how_long_the_record_of_a_sale_is_kept(settings, language, sentence):
+    settings.MONEY_EVIDENCE_KEEP_DAYS = 1826
+
+    text = Client().get("/privacy/", HTTP_ACCEPT_LANGUAGE=language).content.decode()
+
+    assert sentence in text
