@@ -13,7 +13,7 @@ from orders.models import Order
 from provisioning.models import Node, PreparationRun, RunStatus
 from tests.stored_rows import order_stored
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("require_postgres")]  # the triggers are PostgreSQL's
 
 
 def counted() -> dict[str, int]:
