@@ -36,96 +36,92 @@ COLUMNS = [
 ]
 
 
-def _credit_row(credit: Credit) -> dict[str, Any]:
-    payment = credit.payment
-    decimals = credit.asset.decimals if credit.asset else None
-    own = credit.chain_id == payment.chain_id and credit.token_contract.lower() == (payment.contract or "").lower()
-    whole = Decimal(format_units(int(credit.amount_base_units), decimals)) if decimals is not None else None
+# Each kind's rows are read as plain values, not model instances: the whole-history CSV reads one row per
+# movement, and building a credit with its payment, order, network and asset cost more than the rest of the line.
+_PAYMENT = ("payment__order__reference", "payment__address")
+_OUTFLOW = ("created_at", "chain_id", "token_contract", "amount_base_units", "tx_hash", "block_number",
+            "to_address", "network__slug", *_PAYMENT)  # fmt: skip
+_CREDIT = ("block_timestamp", "kind", "chain_id", "token_contract", "amount_base_units", "tx_hash", "block_number",
+           "sender", "network__slug", "asset__symbol", "asset__decimals", "payment__chain_id", "payment__contract",
+           "payment__usd_rate", *_PAYMENT)  # fmt: skip
+COLUMNS_READ = {
+    "credit": _CREDIT,
+    "gas": _CREDIT,
+    "refund": ("sent_at", "network__slug", "symbol", "decimals", "token_contract", "amount_base_units", "tx_hash",
+               "block_number", "to_address", *_PAYMENT),  # fmt: skip
+    "sweep": _OUTFLOW,
+    "unexpected_outflow": _OUTFLOW,
+}
+
+
+def _credit_row(credit: dict[str, Any]) -> dict[str, Any]:
+    decimals = credit["asset__decimals"]
+    contract = credit["token_contract"]
+    own = credit["chain_id"] == credit["payment__chain_id"] and contract.lower() == (
+        credit["payment__contract"] or ""
+    ).lower()
+    whole = Decimal(format_units(int(credit["amount_base_units"]), decimals)) if decimals is not None else None
     return {
-        "time": credit.block_timestamp,
-        "kind": "gas" if credit.kind == CreditKind.GAS else "credit",
-        "order": payment.order.reference,
-        "network": credit.network.slug,
-        "asset": credit.asset.symbol if credit.asset else "",
-        "contract": credit.token_contract,
+        "time": credit["block_timestamp"],
+        "kind": "gas" if credit["kind"] == CreditKind.GAS else "credit",
+        "order": credit["payment__order__reference"],
+        "network": credit["network__slug"],
+        "asset": credit["asset__symbol"] or "",
+        "contract": contract,
         "amount": whole if whole is not None else "",
-        "amount_base_units": int(credit.amount_base_units),
-        "usd_value_at_quote": (whole * payment.usd_rate).quantize(Decimal("0.01")) if own and whole is not None else "",
-        "tx_hash": credit.tx_hash,
-        "block": credit.block_number,
-        "from_address": credit.sender,
-        "to_address": payment.address,
+        "amount_base_units": int(credit["amount_base_units"]),
+        "usd_value_at_quote": (
+            (whole * credit["payment__usd_rate"]).quantize(Decimal("0.01")) if own and whole is not None else ""
+        ),
+        "tx_hash": credit["tx_hash"],
+        "block": credit["block_number"],
+        "from_address": credit["sender"],
+        "to_address": credit["payment__address"],
         "decimals": decimals,  # not a column: for the page's amounts and totals
     }
 
 
-def _refund_row(refund: Refund) -> dict[str, Any]:
+def _refund_row(refund: dict[str, Any]) -> dict[str, Any]:
+    decimals = refund["decimals"]
     return {
-        "time": refund.sent_at,  # when the signer's transfer was seen (annotated in _streams)
+        "time": refund["sent_at"],  # when the signer's transfer was seen (annotated in _streams)
         "kind": "refund",
-        "order": refund.payment.order.reference,
-        "network": refund.network.slug,
-        "asset": refund.symbol,
-        "contract": refund.token_contract,
-        "amount": format_units(int(refund.amount_base_units), refund.decimals) if refund.decimals is not None else "",
-        "amount_base_units": -int(refund.amount_base_units),
+        "order": refund["payment__order__reference"],
+        "network": refund["network__slug"],
+        "asset": refund["symbol"],
+        "contract": refund["token_contract"],
+        "amount": format_units(int(refund["amount_base_units"]), decimals) if decimals is not None else "",
+        "amount_base_units": -int(refund["amount_base_units"]),
         "usd_value_at_quote": "",
-        "tx_hash": refund.tx_hash,
-        "block": refund.block_number or "",
-        "from_address": refund.payment.address,  # the signer pays a refund from the deposit address
-        "to_address": refund.to_address,
-        "decimals": refund.decimals,
+        "tx_hash": refund["tx_hash"],
+        "block": refund["block_number"] or "",
+        "from_address": refund["payment__address"],  # the signer pays a refund from the deposit address
+        "to_address": refund["to_address"],
+        "decimals": decimals,
     }
 
 
-def _outflow_row(row: Sweep | UnexpectedOutflow, kind: str, assets: dict[tuple[int, str], Asset]) -> dict[str, Any]:
-    asset = assets.get((row.chain_id, row.token_contract.lower()))
+def _outflow_row(row: dict[str, Any], kind: str, assets: dict[tuple[int, str], Asset]) -> dict[str, Any]:
+    asset = assets.get((row["chain_id"], row["token_contract"].lower()))
     return {
-        "time": row.created_at,
+        "time": row["created_at"],
         "kind": kind,
-        "order": row.payment.order.reference,
-        "network": row.network.slug,
+        "order": row["payment__order__reference"],
+        "network": row["network__slug"],
         "asset": asset.symbol if asset else "",
-        "contract": row.token_contract,
-        "amount": format_units(int(row.amount_base_units), asset.decimals) if asset else "",
-        "amount_base_units": -int(row.amount_base_units),
+        "contract": row["token_contract"],
+        "amount": format_units(int(row["amount_base_units"]), asset.decimals) if asset else "",
+        "amount_base_units": -int(row["amount_base_units"]),
         "usd_value_at_quote": "",
-        "tx_hash": row.tx_hash,
-        "block": row.block_number,
-        "from_address": row.payment.address,
-        "to_address": row.to_address,
+        "tx_hash": row["tx_hash"],
+        "block": row["block_number"],
+        "from_address": row["payment__address"],
+        "to_address": row["to_address"],
         "decimals": asset.decimals if asset else None,
     }
 
 
 KINDS = ("credit", "gas", "refund", "sweep", "unexpected_outflow")
-# What each kind's row reads (and the relations it follows): an order row has dozens of columns the books never
-# show, and the whole-history CSV reads one per movement.
-_PAYMENT = ("payment", "payment__order", "payment__order__reference", "payment__address")
-_OUTFLOW = ("created_at", "chain_id", "token_contract", "amount_base_units", "tx_hash", "block_number",
-            "to_address", "network", "network__slug", *_PAYMENT)  # fmt: skip
-_CREDIT = ("block_timestamp", "kind", "chain_id", "token_contract", "amount_base_units", "tx_hash", "block_number",
-           "sender", "network", "network__slug", "asset", "asset__symbol", "asset__decimals", "payment__chain_id",
-           "payment__contract", "payment__usd_rate", *_PAYMENT)  # fmt: skip
-COLUMNS_READ = {
-    "credit": _CREDIT,
-    "gas": _CREDIT,
-    "refund": (
-        "created_at",
-        "network",
-        "network__slug",
-        "symbol",
-        "decimals",
-        "token_contract",
-        "amount_base_units",
-        "tx_hash",
-        "block_number",
-        "to_address",
-        *_PAYMENT,
-    ),  # fmt: skip
-    "sweep": _OUTFLOW,
-    "unexpected_outflow": _OUTFLOW,
-}
 CHUNK = 2_000  # rows read from the database at a time, per kind
 LEDGER_DEFAULT_DAYS = 31  # the CSV without a range: the last month, not every movement ever
 
@@ -188,7 +184,6 @@ def ledger_movements(
     page or a CSV line costs the rows read up to it, never the whole history loaded and sorted at once (issue 30).
     """
     assets = {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
-    related = {"credit": ("payment__order", "network", "asset"), "gas": ("payment__order", "network", "asset")}
     # In a transaction: PostgreSQL computes a cursor opened outside one (WITH HOLD) in full before the first row
     # (568 ms for a page at 100,000 orders); inside one it yields rows as the merge asks for them. The cursors
     # are closed before the transaction ends, whether every row was read or the reader stopped early.
@@ -196,11 +191,7 @@ def ledger_movements(
         names: list[str] = []
         cursors: list[Any] = []  # Django's chunked-cursor generators
         for name, rows, time in _streams(start, end, kind, network):
-            ordered = (
-                rows.select_related(*related.get(name, ("payment__order", "network")))
-                .only(*COLUMNS_READ[name])
-                .order_by(time, "tx_hash", "pk")
-            )
+            ordered = rows.order_by(time, "tx_hash", "pk").values(*COLUMNS_READ[name])
             names.append(name)
             cursors.append(ordered.iterator(chunk_size=chunk))
         streams = [map(_row_maker(name, assets), cursor) for name, cursor in zip(names, cursors, strict=True)]
