@@ -72,6 +72,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{1,30}$")
 MARKER = "b200-shop order access"  # the start of the comment field of every account this tool manages
@@ -373,6 +374,25 @@ def _ssh_dir(home_fd: int) -> int:
         os.unlink(".ssh", dir_fd=home_fd)
     os.mkdir(".ssh", 0o700, dir_fd=home_fd)
     return _open_dir(".ssh", home_fd)
+
+
+@contextlib.contextmanager
+def _owned_ssh_dir(home: str, entry: dict) -> Iterator[int]:
+    """The account's ~/.ssh, opened without following a link, it and the home owned by the account and closed
+    to everyone else (no other customer reads this home)."""
+    home_fd = _open_dir(home)
+    try:
+        os.fchown(home_fd, entry["uid"], entry["gid"])
+        os.fchmod(home_fd, 0o700)
+        ssh_fd = _ssh_dir(home_fd)
+        try:
+            os.fchown(ssh_fd, entry["uid"], entry["gid"])
+            os.fchmod(ssh_fd, 0o700)
+            yield ssh_fd
+        finally:
+            os.close(ssh_fd)
+    finally:
+        os.close(home_fd)
 
 
 def _read_authorized_keys(ssh_fd: int) -> str | None:
@@ -677,21 +697,10 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
     if not os.path.lexists(home):
         os.makedirs(home, 0o700)
         changed = True
-    home_fd = _open_dir(home)
-    try:
-        os.fchown(home_fd, entry["uid"], entry["gid"])
-        os.fchmod(home_fd, 0o700)  # no other customer reads this home
-        ssh_fd = _ssh_dir(home_fd)
-        try:
-            os.fchown(ssh_fd, entry["uid"], entry["gid"])
-            os.fchmod(ssh_fd, 0o700)
-            if _read_authorized_keys(ssh_fd) != line:
-                _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
-                changed = True
-        finally:
-            os.close(ssh_fd)
-    finally:
-        os.close(home_fd)
+    with _owned_ssh_dir(home, entry) as ssh_fd:
+        if _read_authorized_keys(ssh_fd) != line:
+            _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
+            changed = True
     return {
         "account": account,
         "uid": entry["uid"],
@@ -721,41 +730,29 @@ def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None
         raise Refused(f"the account {account} is being revoked: its key is not replaced")
     if entry.get("shell") == GRACE_SHELL:
         raise Refused(f"the account {account} is in its data window (read-only SFTP): its key is not replaced")
-    home = users.path(entry["home"])
-    home_fd = _open_dir(home)
-    try:
-        os.fchown(home_fd, entry["uid"], entry["gid"])
-        os.fchmod(home_fd, 0o700)
-        ssh_fd = _ssh_dir(home_fd)
-        try:
-            os.fchown(ssh_fd, entry["uid"], entry["gid"])
-            os.fchmod(ssh_fd, 0o700)
-            current = _read_authorized_keys(ssh_fd) or ""
-            if current.strip() and not KEY_LINE.match(current.strip()):
-                # A key with other options (restrict, command=...) is limited on purpose: never widened here.
-                raise Refused(f"the installed key of {account} carries restrictions: it is not replaced")
-            if expires is not None:
-                expiry = expires.strftime("%Y%m%d%H%M")
-            else:  # the backstop the grant set: the account's owner may have removed the file, so it is not guessed
-                match = KEY_LINE.match(current.strip())
-                if match is None:
-                    raise Failed(f"{account} has no installed key to take the expiry-time from: pass --expires")
-                expiry = match.group(1)
-            line = f'expiry-time="{expiry}Z" {key_type} {data}\n'
-            changed = bound_key(entry) != key_fingerprint
-            if changed:
-                # The binding first: a grant with the old key is refused from now on, even if this stops here.
-                comment = f"{MARKER} key={key_fingerprint[len('SHA256:') :]}"
-                result = users.tool("usermod", "--comment", comment, account)
-                if result.returncode != 0 or bound_key(users.lookup(account) or entry) != key_fingerprint:
-                    raise Failed(f"usermod --comment failed: {result.stderr.strip() or result.stdout.strip()}")
-            if current != line:
-                _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
-                changed = True
-        finally:
-            os.close(ssh_fd)
-    finally:
-        os.close(home_fd)
+    with _owned_ssh_dir(users.path(entry["home"]), entry) as ssh_fd:
+        current = _read_authorized_keys(ssh_fd) or ""
+        if current.strip() and not KEY_LINE.match(current.strip()):
+            # A key with other options (restrict, command=...) is limited on purpose: never widened here.
+            raise Refused(f"the installed key of {account} carries restrictions: it is not replaced")
+        if expires is not None:
+            expiry = expires.strftime("%Y%m%d%H%M")
+        else:  # the backstop the grant set: the account's owner may have removed the file, so it is not guessed
+            match = KEY_LINE.match(current.strip())
+            if match is None:
+                raise Failed(f"{account} has no installed key to take the expiry-time from: pass --expires")
+            expiry = match.group(1)
+        line = f'expiry-time="{expiry}Z" {key_type} {data}\n'
+        changed = bound_key(entry) != key_fingerprint
+        if changed:
+            # The binding first: a grant with the old key is refused from now on, even if this stops here.
+            comment = f"{MARKER} key={key_fingerprint[len('SHA256:') :]}"
+            result = users.tool("usermod", "--comment", comment, account)
+            if result.returncode != 0 or bound_key(users.lookup(account) or entry) != key_fingerprint:
+                raise Failed(f"usermod --comment failed: {result.stderr.strip() or result.stdout.strip()}")
+        if current != line:
+            _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
+            changed = True
     return {
         "account": account,
         "key_fingerprint": key_fingerprint,

@@ -244,6 +244,33 @@ def test_an_unreachable_rented_node_is_degraded_once_and_recovers_when_it_answer
     assert sent(order, "your node works again") == 1
 
 
+def test_a_rented_node_that_accepts_ssh_and_then_hangs_is_degraded_at_the_tools_timeout_and_its_tool_killed(
+    rented, ssh_node, sandbox_sshd, django_capture_on_commit_callbacks, monkeypatch
+):
+    from provisioning import health
+
+    # Given a rented node that answers SSH but whose Python never returns (a wedged driver, a stuck filesystem)
+    monkeypatch.setattr(health, "TOOL_TIMEOUT_SECONDS", 3)
+    hang = sandbox_sshd.sandbox / "gpu-tools" / "python-that-hangs"
+    hang.write_text("#!/bin/sh\n# FAKE: a node's Python that never answers\nexec sleep 600\n")
+    hang.chmod(0o755)
+    type(ssh_node).objects.filter(pk=ssh_node.pk).update(python=str(hang))
+    ssh_node.refresh_from_db()
+
+    # When it is probed
+    started = timezone.now()
+    row = probe(ssh_node, django_capture_on_commit_callbacks)
+
+    # Then the probe gives up at the tool's timeout (not the job's lease), the node is degraded, the customer told
+    assert (timezone.now() - started).total_seconds() < 30
+    assert (row.reachable, row.healthy) == (False, False)
+    assert "ran past its 3 s timeout" in row.summary and "killed" in row.summary
+    assert ssh_node.state == NodeState.DEGRADED
+    assert sent(rented, "a node needs attention") == 1
+    # and the hung process was killed on the node, not left behind for the next probe to pile onto
+    assert node_processes(sandbox_sshd, "sleep 600") == []
+
+
 @pytest.mark.django_db
 def test_a_healthy_rented_node_stays_in_use_with_no_email_and_beat_queues_one_probe_per_node(
     rented, ssh_node, client, django_capture_on_commit_callbacks
