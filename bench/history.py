@@ -149,6 +149,7 @@ def seed(count: int) -> None:
                     token_contract=usdc.contract, symbol="USDC", decimals=6, amount_base_units=p.amount_base_units,
                     to_address="0x" + "33" * 20, status=RefundStatus.CONFIRMED, tx_hash="0x" + f"{2 * count + i:064x}",
                     block_number=2 * count + i, created_at=p.created_at + dt.timedelta(hours=2),
+                    sent_at=p.created_at + dt.timedelta(hours=2),
                 )
                 for i, p in paid
                 if kind[i] == "refunded"

@@ -12,12 +12,11 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Min, OuterRef, QuerySet, Subquery, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Min, QuerySet, Sum
 
 from core.amounts import units_text
 from payments.fields import format_units
-from payments.models import Asset, Credit, CreditKind, Refund, RefundEvent, RefundStatus, Sweep, UnexpectedOutflow
+from payments.models import Asset, Credit, CreditKind, Refund, RefundStatus, Sweep, UnexpectedOutflow
 
 COLUMNS = [
     "time",
@@ -84,7 +83,7 @@ def _credit_row(credit: dict[str, Any]) -> dict[str, Any]:
 def _refund_row(refund: dict[str, Any]) -> dict[str, Any]:
     decimals = refund["decimals"]
     return {
-        "time": refund["sent_at"],  # when the signer's transfer was seen (annotated in _streams)
+        "time": refund["sent_at"],  # when the scan first saw the signer's transfer
         "kind": "refund",
         "order": refund["payment__order__reference"],
         "network": refund["network__slug"],
@@ -147,12 +146,8 @@ def _streams(
     bounds = _bounds(start, end)
     where = {"network__slug": network} if network else {}
     credits = Credit.objects.on_chain().filter(**where, **_in("block_timestamp", bounds))
-    sent_at = RefundEvent.objects.filter(refund=OuterRef("pk"), to_status=RefundStatus.SENT).values("created_at")
-    refunds = (
-        Refund.objects.filter(status__in=(RefundStatus.SENT, RefundStatus.CONFIRMED), **where)
-        .annotate(sent_at=Coalesce(Subquery(sent_at[:1]), "created_at"))
-        .filter(**_in("sent_at", bounds))
-    )
+    sent = (RefundStatus.SENT, RefundStatus.CONFIRMED)
+    refunds = Refund.objects.filter(status__in=sent, **where, **_in("sent_at", bounds))
     streams = [
         ("credit", credits.exclude(kind=CreditKind.GAS), "block_timestamp"),
         ("gas", credits.filter(kind=CreditKind.GAS), "block_timestamp"),

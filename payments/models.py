@@ -388,6 +388,11 @@ class Credit(models.Model):
             models.Index(
                 fields=["block_timestamp", "tx_hash"], condition=Q(removed_at__isnull=True), name="credit_ledger_order"
             ),
+            # and the shop's own gas top-ups, a kind of their own there: the few, not every credit filtered
+            models.Index(
+                fields=["block_timestamp", "tx_hash"], condition=Q(kind="gas", removed_at__isnull=True),
+                name="credit_gas_ledger_order",
+            ),  # fmt: skip
         ]
 
     def __str__(self) -> str:
@@ -508,16 +513,28 @@ class Refund(models.Model):
     tx_hash = models.CharField(max_length=66, blank=True)
     block_number = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # When the scan first saw its transfer (its first move to `sent`): the ledger's time for it, set once by
+    # refund_transition. A reorg that sends it back to approved keeps it; the transfer seen again is the same.
+    sent_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.CharField(max_length=150, blank=True)
 
     objects = RefundQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "pk"]
-        constraints = [models.CheckConstraint(condition=Q(amount_base_units__gt=0), name="refund_amount_positive")]
-        # The scan watches the addresses of refunds leaving (payments.watched): the few open, not every refund
+        constraints = [
+            models.CheckConstraint(condition=Q(amount_base_units__gt=0), name="refund_amount_positive"),
+            models.CheckConstraint(
+                condition=Q(sent_at__isnull=False) | ~Q(status__in=["sent", "confirmed"]), name="refund_sent_has_time"
+            ),
+        ]
         indexes = [
-            models.Index(fields=["payment"], condition=Q(status__in=["approved", "sent"]), name="refund_leaving")
+            # The scan watches the addresses of refunds leaving (payments.watched): the few open, not every refund
+            models.Index(fields=["payment"], condition=Q(status__in=["approved", "sent"]), name="refund_leaving"),
+            # The ledger reads the refunds sent in time order, a page at a time (issue 30)
+            models.Index(
+                fields=["sent_at", "tx_hash"], condition=Q(status__in=["sent", "confirmed"]), name="refund_ledger_order"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -213,7 +213,8 @@ def closed_books(reference: str, *, days_ago: float, index: int, node=None) -> O
     PaymentEvent.objects.create(payment=payment, to_status="confirmed", actor="system")
     refund = Refund.objects.create(
         payment=payment, reason="cancelled", symbol="ETH", decimals=18, amount_base_units=10**17,
-        to_address="0x" + "33" * 20, status="confirmed", tx_hash=f"0x{index + 1:064x}", block_number=6, **chain,
+        to_address="0x" + "33" * 20, status="confirmed", tx_hash=f"0x{index + 1:064x}", block_number=6, sent_at=when,
+        **chain,
     )  # fmt: skip
     RefundEvent.objects.create(refund=refund, from_status="sent", to_status="confirmed", actor="system")
     outflow = {"to_address": "0x" + "99" * 20, "log_index": -1, **chain}
