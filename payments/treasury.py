@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from eth_utils import is_address, to_checksum_address
 
@@ -28,6 +28,7 @@ from payments.addresses import gas_account_address, key_fingerprint
 from payments.books import books_left
 from payments.models import (
     REFUND_PLANNED,
+    Credit,
     Network,
     PaymentRequest,
     PaymentStatus,
@@ -58,12 +59,14 @@ def _plannable(network: Network) -> list[PaymentRequest]:
     """This network's deposit addresses whose every transfer is final and that owe or hold something. Only those
     the books say hold money (`holds_money`, kept by payments.books) or owe an approved refund are read: the plan
     costs what is left to collect, not every payment the network ever had (issue 30)."""
-    owing = Refund.objects.filter(payment=OuterRef("pk"), status=RefundStatus.APPROVED)
+    # One indexed read per reason joined by UNION ALL: an OR of them with a join to the credits read every credit
+    # of the history (105 ms at 100,000 orders, 1.25 s at 1,000,000).
+    holding = PaymentRequest.objects.filter(holds_money=True).values("pk")
+    owing = Refund.objects.filter(status=RefundStatus.APPROVED).values("payment_id")
     payments = (
         PaymentRequest.objects.filter(chain_id=network.chain_id, key_fingerprint=key_fingerprint())
-        .filter(Q(holds_money=True) | Exists(owing))
-        .filter(credits__isnull=False)
-        .distinct()
+        .filter(pk__in=holding.union(owing, all=True))
+        .filter(Exists(Credit.objects.filter(payment=OuterRef("pk"))))
         .select_related("order")
         .prefetch_related("credits", "refunds", "sweeps", "unexpected_outflows")
         .order_by("derivation_index")
