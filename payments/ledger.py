@@ -121,6 +121,11 @@ def _outflow_row(row: dict[str, Any], kind: str, assets: dict[tuple[int, str], A
 
 
 KINDS = ("credit", "gas", "refund", "sweep", "unexpected_outflow")
+
+
+def _assets_by_contract() -> dict[tuple[int, str], Asset]:
+    """The assets the shop sells by (chain, contract): what names a sweep's or an outflow's token."""
+    return {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
 CHUNK = 2_000  # rows read from the database at a time, per kind
 LEDGER_DEFAULT_DAYS = 31  # the CSV without a range: the last month, not every movement ever
 
@@ -178,7 +183,7 @@ def ledger_movements(
     oldest first. Each kind is one query in the database's order, read `chunk` rows at a time and merged here: a
     page or a CSV line costs the rows read up to it, never the whole history loaded and sorted at once (issue 30).
     """
-    assets = {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
+    assets = _assets_by_contract()
     # In a transaction: PostgreSQL computes a cursor opened outside one (WITH HOLD) in full before the first row
     # (568 ms for a page at 100,000 orders); inside one it yields rows as the merge asks for them. The cursors
     # are closed before the transaction ends, whether every row was read or the reader stopped early.
@@ -277,7 +282,7 @@ def ledger_totals_in_database(
     here, as they stream."""
     if connection.vendor != "postgresql":
         return ledger_totals(ledger_movements(start=start, end=end, kind=kind, network=network))
-    assets = {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
+    assets = _assets_by_contract()
     groups = []
     for name, rows, time in _streams(start, end, kind, network):
         sign = 1 if name in ("credit", "gas") else -1

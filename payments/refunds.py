@@ -57,9 +57,10 @@ REFUND_TRANSITIONS: dict[str, frozenset[str]] = {
 def refund_transition(*, refund: Refund, to: str, actor: str, reason: str, now: dt.datetime | None = None) -> bool:
     """Validate against the table, save the status alone, record who/when/from/to/why; True if it moved.
     A non-change is a no-op. The caller holds the refund's (or its payment's) row lock. Its first move to `sent`
-    stamps `sent_at` (the ledger's time for it) in the same save."""
+    (or straight to `confirmed`, which the table allows) stamps `sent_at`, the ledger's time for it, in the same
+    save: every sent refund has one (a constraint says so)."""
     now = now or timezone.now()
-    first_sent = to == RefundStatus.SENT and refund.sent_at is None
+    first_sent = to in (RefundStatus.SENT, RefundStatus.CONFIRMED) and refund.sent_at is None
     return status_move(
         row=refund, to=to, table=REFUND_TRANSITIONS, event_model=RefundEvent, link="refund",
         actor=actor, reason=reason, now=now, also={"sent_at": now} if first_sent else None,
