@@ -4,6 +4,7 @@ the run and dropped after it: the figures are PostgreSQL's, and nobody else's da
 from __future__ import annotations
 
 import os
+import sys
 from urllib.parse import urlsplit, urlunsplit
 
 LOCAL_POSTGRES = "postgres://postgres@127.0.0.1:5432/postgres"
@@ -20,6 +21,14 @@ def postgres_url() -> str | None:
     except psycopg.Error:
         return None
     return candidate
+
+
+def postgres_url_required(program: str) -> str:
+    """postgres_url(), or the program exits with one line that says what it needs."""
+    url = postgres_url()
+    if url is None:
+        sys.exit(f"{program}: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
+    return url
 
 
 def with_database(url: str, name: str) -> str:

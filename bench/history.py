@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import markdown_table, write_results  # noqa: E402
-from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
+from bench.databases import database_create, database_drop, postgres_url_required  # noqa: E402
 from tests.servers import Anvil  # noqa: E402
 
 NODES = 20
@@ -275,9 +275,7 @@ def main() -> None:
     parser.add_argument("--orders", type=int, nargs="+", default=[1000, 100_000])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    admin_url = postgres_url()
-    if admin_url is None:
-        sys.exit("history: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
+    admin_url = postgres_url_required("history")
     anvil = Anvil()
     os.environ.update({"DJANGO_SETTINGS_MODULE": "config.settings.test", "CHAIN_RPC_URLS_LOCAL": anvil.url,
                        "CELERY_BROKER_URL": os.environ.get("CELERY_BROKER_URL", "memory://")})  # fmt: skip

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import markdown_table, write_results  # noqa: E402
-from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
+from bench.databases import database_create, database_drop, postgres_url_required  # noqa: E402
 from tests.servers import Anvil, free_port  # noqa: E402
 
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
@@ -147,9 +147,7 @@ class BenchRun:
 def bench_run(kind: str) -> Iterator[BenchRun]:
     """The production environment on a database, queue, folder and anvil of the run's own, migrated, with
     Django set up in this process; all of them removed at the end, however the run ends."""
-    admin_url = postgres_url()
-    if admin_url is None:
-        sys.exit("bench: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
+    admin_url = postgres_url_required("bench")
     broker = redis_url()
     name = f"bench_{kind}_{os.getpid()}"
     work = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
+from bench.databases import database_create, database_drop, postgres_url_required  # noqa: E402
 from bench.load import PROXY, order_body, production_env, redis_url, seed  # noqa: E402
 from tests.servers import Anvil  # noqa: E402
 
@@ -35,9 +35,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="profile only endpoints whose label contains this")
     args = parser.parse_args()
 
-    admin_url = postgres_url()
-    if admin_url is None:
-        sys.exit("profile: no PostgreSQL answers (set DATABASE_URL=postgres://...)")
+    admin_url = postgres_url_required("profile")
     broker = redis_url()
     name = f"bench_profile_{os.getpid()}"
     work = Path(tempfile.mkdtemp(prefix="bench-profile-"))

@@ -19,21 +19,18 @@ import argparse
 import datetime as dt
 import json
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
+from bench.databases import database_create, database_drop, postgres_url_required  # noqa: E402
 
-WORK = tempfile.mkdtemp(prefix="bench-budget-")
-SERVER = postgres_url()
+SERVER = postgres_url_required("budget")
 DATABASE = f"bench_budget_{os.getpid()}"
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
-os.environ["DATABASE_URL"] = database_create(SERVER, DATABASE) if SERVER else f"sqlite:///{WORK}/bench.sqlite3"
+os.environ["DATABASE_URL"] = database_create(SERVER, DATABASE)
 os.environ["CELERY_BROKER_URL"] = "memory://"
 os.environ["LOG_LEVEL"] = "ERROR"
 
@@ -211,9 +208,7 @@ def main() -> None:
     finally:
         anvil.stop()
         connections.close_all()
-        if SERVER:
-            database_drop(SERVER, DATABASE)
-        shutil.rmtree(WORK, ignore_errors=True)
+        database_drop(SERVER, DATABASE)
     report(rows, tx_bytes)
 
 

@@ -20,22 +20,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.databases import database_create, database_drop, postgres_url  # noqa: E402
+from bench.databases import database_create, database_drop, postgres_url_required  # noqa: E402
 
-WORK = tempfile.mkdtemp(prefix="bench-scan-")
-SERVER = postgres_url()  # PostgreSQL, as in production, when one answers; else a SQLite file
+SERVER = postgres_url_required("scan")
 DATABASE = f"bench_scan_{os.getpid()}"
 os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
-os.environ["DATABASE_URL"] = database_create(SERVER, DATABASE) if SERVER else f"sqlite:///{WORK}/bench.sqlite3"
+os.environ["DATABASE_URL"] = database_create(SERVER, DATABASE)
 os.environ["CELERY_BROKER_URL"] = "memory://"
 os.environ["LOG_LEVEL"] = "WARNING"
 
@@ -190,9 +187,7 @@ def main() -> None:
         provider.stop()
         anvil.stop()
         connections.close_all()
-        if SERVER:
-            database_drop(SERVER, DATABASE)
-        shutil.rmtree(WORK, ignore_errors=True)
+        database_drop(SERVER, DATABASE)
     report(by_orders, by_logs, latencies)
 
 

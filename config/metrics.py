@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from core.tallies.reading import tallied
 from orders.capacity import lots_available
 from orders.models import Order, OrderEvent, OrderStatus, OutgoingEmail
-from payments.models import Network, PaymentRequest, ProviderUsage, Refund, ScanCursor, UnexpectedOutflow
+from payments.models import Network, PaymentRequest, ProviderUsage, Refund, ScanCursor
 from payments.rpc_config import rpc_urls
 from provisioning.auto_prepare import AUTO_ACTOR
 from provisioning.health import probe_ages
@@ -39,16 +39,13 @@ def _counts(rows, field: str, values, *, tally: str = "") -> dict[str, int]:
     """Every value of a status field with its count, zeros included: a series that vanishes at zero breaks
     `rate()` and alerts that compare with it. Read from the tally that the database keeps for whole-history
     tables (core/tallies), counted where none is kept."""
-    found = tallied(tally) if tally else None
-    if found is None:
-        found = dict(rows.values_list(field).annotate(n=Count("pk")).values_list(field, "n"))
+    found = tallied(tally) if tally else dict(rows.values_list(field).annotate(n=Count("pk")).values_list(field, "n"))
     return {str(value): found.get(value, 0) for value in values}
 
 
-def _total(rows, *, tally: str) -> int:
-    """A whole table's count, from its tally where the database keeps one."""
-    found = tallied(tally)
-    return rows.count() if found is None else found.get("", 0)
+def _total(*, tally: str) -> int:
+    """A whole table's count, from its tally."""
+    return tallied(tally).get("", 0)
 
 
 def oldest_in_status_seconds(status: str, now: dt.datetime) -> float:
@@ -152,7 +149,7 @@ def _payments(now: dt.datetime) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "payments_unexpected_outflows",
         "Transfers out of a deposit address that no refund or sweep explains (a leaked key?).",
-        value=_total(UnexpectedOutflow.objects.all(), tally="payments_unexpected_outflows"),
+        value=_total(tally="payments_unexpected_outflows"),
     )
     yield GaugeMetricFamily(
         "payments_refunds_planned_again",

@@ -4,7 +4,7 @@ per PostgreSQL connection.
 An order's page is read again and again while its customer waits. Two costs there are the same every time:
 the ORM building the SQL of a query whose shape never changes, and PostgreSQL planning it (for the order's
 version, three times what running it costs). `prepared_rows` keeps the plan in the session (PREPARE, then
-EXECUTE; other databases run the statement as it is). `CompiledRead` builds the SQL of a queryset once and
+EXECUTE). `CompiledRead` builds the SQL of a queryset once and
 turns rows into model instances the way the queryset itself would (select_related included).
 
 A connection pooler that resets sessions (PgBouncer's transaction mode, DISCARD ALL) drops prepared
@@ -34,9 +34,6 @@ _prepared_in: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictiona
 def prepared_rows(*, name: str, sql: str, params: list) -> list[tuple]:
     """The rows of `sql` (with %s placeholders) for `params`, through a statement prepared in this session."""
     with connection.cursor() as cursor:
-        if connection.vendor != "postgresql":
-            cursor.execute(sql, params)
-            return cursor.fetchall()
         names = _prepared_in.setdefault(connection.connection, set())
         if name not in names:
             _prepare(cursor, name, sql)

@@ -55,7 +55,7 @@ def lock_sellable_nodes() -> int:
     many nodes are sellable (the fleet)."""
     assert transaction.get_connection().in_atomic_block
     # Counted in the database: the locks are taken row by row in primary-key order as the count reads them,
-    # and no row travels back (SQLite has no row locks: its one writer at a time serialises instead).
+    # and no row travels back.
     locking, params = sellable_nodes().order_by("pk").select_for_update().values("pk").query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM ({locking}) locked", params)  # noqa: S608 - the ORM's own SQL
@@ -89,7 +89,7 @@ def reserve_free_lots(*, order: Order, lots: int, expires_at: dt.datetime | None
     them, sees every hold committed before. It holds nothing while a lapsed hold is left anywhere (LapsedHolds:
     the caller releases them and asks again), so that a node whose hold lapsed is never refused as held and
     placing an order needs no statement of its own to look for them."""
-    sql, free_params, lapsed_params = hold_statement(connection.vendor, lots)
+    sql, free_params, lapsed_params = hold_statement(lots)
     at_now = _db_moment(now)
     stand_in = _db_moment(_NOW_STAND_IN)
     params = [
@@ -112,10 +112,10 @@ _NOW_STAND_IN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
 
 @lru_cache(maxsize=128)
-def hold_statement(vendor: str, lots: int) -> tuple[str, tuple, tuple]:
-    """reserve_free_lots' statement for `lots`, built by the ORM once per process and database vendor (building
-    free_nodes' query takes longer than running it): its SQL, and the parameters of free_nodes and of
-    lapsed_holds with _NOW_STAND_IN where `now` goes."""
+def hold_statement(lots: int) -> tuple[str, tuple, tuple]:
+    """reserve_free_lots' statement for `lots`, built by the ORM once per process (building free_nodes' query
+    takes longer than running it): its SQL, and the parameters of free_nodes and of lapsed_holds with
+    _NOW_STAND_IN where `now` goes."""
     free, free_params = free_nodes(_NOW_STAND_IN).values(free_node=F("pk"))[:lots].query.sql_with_params()
     lapsed, lapsed_params = lapsed_holds(_NOW_STAND_IN).values("pk").query.sql_with_params()
     meta, quote = Reservation._meta, connection.ops.quote_name

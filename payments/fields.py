@@ -1,4 +1,4 @@
-"""Integer amounts in an asset's base units (wei, token units), up to 2**256, exact in every database."""
+"""Integer amounts in an asset's base units (wei, token units), up to 2**256, exact."""
 
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ from core.amounts import format_units as format_units  # `as`: re-exported, paym
 
 
 class BaseUnitsField(models.Field):
-    """NUMERIC(78, 0) on PostgreSQL; text on SQLite, whose decimals keep only 15 significant digits
-    (a wei amount read back from a SQLite decimal column comes back rounded)."""
+    """NUMERIC(78, 0): exact to 78 digits, room for any 256-bit amount."""
 
     description = "An integer amount in an asset's base units"
 
     def db_type(self, connection: BaseDatabaseWrapper) -> str:
-        return "text" if connection.vendor == "sqlite" else "numeric(78, 0)"
+        return "numeric(78, 0)"
 
     def get_internal_type(self) -> str:
         return "BaseUnitsField"
@@ -34,12 +33,6 @@ class BaseUnitsField(models.Field):
 
     def get_prep_value(self, value: Any) -> Decimal | None:
         return self.to_python(value)
-
-    def get_db_prep_value(self, value: Any, connection: BaseDatabaseWrapper, prepared: bool = False) -> Any:
-        value = value if prepared else self.get_prep_value(value)
-        if value is not None and connection.vendor == "sqlite":
-            return str(int(value))
-        return value
 
     def formfield(self, **kwargs: Any) -> forms.Field | None:
         return super().formfield(**{"form_class": forms.DecimalField, "decimal_places": 0, **kwargs})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, Min, QuerySet, Sum
 
 from core.amounts import units_text
@@ -245,13 +245,10 @@ class Total:
         return units_text(self.base_units, self.decimals, self.asset)
 
 
-def ledger_totals(rows: Iterable[dict[str, Any]]) -> list[Total]:
-    """Per asset (network and token) and kind, the count and sum of the rows, then the asset's net; assets in
-    the order they first appear, kinds in the order of KINDS. Never one sum across assets."""
-    return _totals((row, 1, int(row["amount_base_units"])) for row in rows)
-
-
 def _totals(parts: Iterable[tuple[dict[str, Any], int, int]]) -> list[Total]:
+    """Per asset (network and token) and kind, the count and sum of the parts (a row's fields, its count, its
+    base units), then the asset's net; assets in the order they first appear, kinds in the order of KINDS.
+    Never one sum across assets."""
     sums: dict[tuple[str, str, str], dict[str, list[int]]] = {}
     decimals: dict[tuple[str, str, str], int | None] = {}
     for row, count, base_units in parts:
@@ -277,11 +274,8 @@ def _totals(parts: Iterable[tuple[dict[str, Any], int, int]]) -> list[Total]:
 def ledger_totals_in_database(
     *, start: dt.date | None = None, end: dt.date | None = None, kind: str = "", network: str = ""
 ) -> list[Total]:
-    """ledger_totals of the same filters, summed by the database (one grouped query per kind): the totals of
-    100,000 orders' movements without reading them. SQLite keeps base units as text: there the rows are summed
-    here, as they stream."""
-    if connection.vendor != "postgresql":
-        return ledger_totals(ledger_movements(start=start, end=end, kind=kind, network=network))
+    """The totals of ledger_movements of the same filters, summed by the database (one grouped query per kind):
+    the totals of 100,000 orders' movements without reading them."""
     assets = _assets_by_contract()
     groups = []
     for name, rows, time in _streams(start, end, kind, network):

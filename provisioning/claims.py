@@ -6,19 +6,16 @@ lost, Redis' visibility timeout). The delivered task then finds its run:
 - `queued`: it claims it (attempt 1);
 - `passed`, `failed` or `error`: finished, it returns quietly;
 - `running`: either a live worker is on it (a second delivery while the first still runs: leave it), or
-  the worker died (start over as the next attempt). On PostgreSQL the executing attempt holds a session
-  advisory lock keyed by the run, which the server drops with the dead worker's connection, so the lock
-  tells the two apart at once. On other databases (SQLite in development) a `running` run is taken over
-  once it started longer ago than the task's hard time limit, which no live attempt outlasts.
+  the worker died (start over as the next attempt). The executing attempt holds a session advisory lock
+  keyed by the run, which PostgreSQL drops with the dead worker's connection, so the lock tells the two
+  apart at once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
@@ -34,24 +31,17 @@ class Claim:
     run_id: int
     attempt: int
     lost_workdir: str  # the scratch directory a lost attempt left on the node, to clear before starting over
-    locked: bool
-
-
-def run_hard_limit() -> dt.timedelta:
-    """The preparation task's hard time limit (provisioning.tasks): no live attempt runs longer."""
-    return dt.timedelta(seconds=settings.PREFLIGHT_TIMEOUT_SECONDS + 180)
 
 
 def run_claim(*, run_id: int) -> Claim | None:
     """Claim the run for this worker, or None when it is finished or a live worker holds it."""
-    locked = _try_lock(run_id)
-    if locked is False:
-        return None  # a live attempt holds the run (PostgreSQL)
+    if not _try_lock(run_id):
+        return None  # a live attempt holds the run
     now = timezone.now()
     claim = None
     with transaction.atomic():
         run = PreparationRun.objects.select_for_update().filter(pk=run_id).first()
-        if run is not None and _claimable(run, locked=locked, now=now):
+        if run is not None and _claimable(run):
             attempt = run.attempt + 1
             log = run.log
             if run.status == RunStatus.RUNNING:
@@ -67,44 +57,34 @@ def run_claim(*, run_id: int) -> Claim | None:
             )
             # A lost worker's run stays `running` (no event): its log says the next attempt took over.
             run_transition(run=run, to=RunStatus.RUNNING, actor="system", reason=f"attempt {attempt}", now=now)
-            claim = Claim(run_id=run_id, attempt=attempt, lost_workdir=lost, locked=bool(locked))
-    if claim is None and locked:
+            claim = Claim(run_id=run_id, attempt=attempt, lost_workdir=lost)
+    if claim is None:
         _unlock(run_id)
     return claim
 
 
-def run_orphaned(run: PreparationRun, *, now: dt.datetime) -> bool:
+def run_orphaned(run: PreparationRun) -> bool:
     """A `running` run that no live worker holds: its task failed for good or was lost with its worker."""
-    locked = _try_lock(run.pk)
-    if locked:
-        _unlock(run.pk)
-        return True
-    if locked is False:
+    if not _try_lock(run.pk):
         return False  # a live attempt holds it
-    return run.started_at is None or now - run.started_at > run_hard_limit()
+    _unlock(run.pk)
+    return True
 
 
 def run_release(claim: Claim) -> None:
-    if claim.locked:
-        # A connection that broke took the lock with it.
-        with contextlib.suppress(DatabaseError):
-            _unlock(claim.run_id)
+    # A connection that broke took the lock with it.
+    with contextlib.suppress(DatabaseError):
+        _unlock(claim.run_id)
 
 
-def _claimable(run: PreparationRun, *, locked: bool | None, now: dt.datetime) -> bool:
-    if run.status == RunStatus.QUEUED:
-        return True
-    if run.status != RunStatus.RUNNING:
-        return False  # finished: a late delivery changes nothing
-    if locked:
-        return True  # running, yet nobody holds its lock: the worker that ran it is gone
-    return run.started_at is None or now - run.started_at > run_hard_limit()
+def _claimable(run: PreparationRun) -> bool:
+    """Under the run's lock: queued, or running yet nobody held its lock (the worker that ran it is gone);
+    a finished run is left alone (a late delivery changes nothing)."""
+    return run.status in (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
-def _try_lock(run_id: int) -> bool | None:
-    """True/False: the advisory lock was taken or is held elsewhere; None: this database has none."""
-    if connection.vendor != "postgresql":
-        return None
+def _try_lock(run_id: int) -> bool:
+    """Whether the advisory lock was taken (False: a live attempt holds it)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [LOCK_CLASS, run_id])
         return bool(cursor.fetchone()[0])

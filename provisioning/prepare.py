@@ -90,7 +90,7 @@ def preparations_resume_stuck(*, now: dt.datetime) -> int:
     orders whose runs all ended are moved on. Returns how many it resumed."""
     since = now - dt.timedelta(seconds=settings.PREPARATION_STUCK_AFTER_SECONDS)
     running = PreparationRun.objects.filter(status=RunStatus.RUNNING, started_at__lt=since)
-    runs = [run for run in running if run_orphaned(run, now=now)]
+    runs = [run for run in running if run_orphaned(run)]
     _runs_enqueue(runs)
     ended = Order.objects.filter(status=S.PREPARING, updated_at__lt=since).exclude(
         preparation_runs__status__in=OPEN_RUNS
@@ -292,6 +292,6 @@ def preparation_stuck(*, order: Order, now: dt.datetime) -> bool:
     for run in open_runs:
         if run.status == RunStatus.QUEUED and run.created_at < since:
             return True
-        if run.status == RunStatus.RUNNING and run.started_at and run.started_at < since and run_orphaned(run, now=now):
+        if run.status == RunStatus.RUNNING and run.started_at and run.started_at < since and run_orphaned(run):
             return True
     return False

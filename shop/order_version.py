@@ -71,7 +71,7 @@ ORDER BY 1, 2, 3
 
 @lru_cache(maxsize=1)
 def version_sql() -> str:
-    """VERSION_SQL with the models' table names; portable (PostgreSQL and SQLite)."""
+    """VERSION_SQL with the models' table names."""
     models = {
         "order": Order,
         "payment": PaymentRequest,
@@ -109,8 +109,7 @@ class OrderVersion:
         """How many of the order's payment windows have ended by `now`: a page that offers a payment stops
         offering it the moment its window ends, not when the next change or minute renews the kept page."""
         ends = [parse_datetime(row[6]) for row in self.rows if row[0] == "p" and row[6]]
-        # SQLite gives the stored UTC time without its zone; PostgreSQL with it
-        return sum(1 for end in ends if end is not None and (end if end.tzinfo else end.replace(tzinfo=dt.UTC)) <= now)
+        return sum(1 for end in ends if end is not None and end <= now)  # PostgreSQL's text has the zone
 
     def etag(self, *variant: str) -> str:
         """A weak validator: the same rows (and the same variant: language, page state) give the same body."""

@@ -6,7 +6,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from tests.servers import Anvil, database_is_postgres, server_missing
+from tests.servers import Anvil
 from tests.staff import add_staff
 
 
@@ -45,12 +45,6 @@ def anvil():
         os.environ.pop("CHAIN_RPC_URLS_LOCAL", None)
     else:
         os.environ["CHAIN_RPC_URLS_LOCAL"] = previous
-
-
-@pytest.fixture
-def require_postgres(db):
-    if not database_is_postgres():
-        server_missing("PostgreSQL (set DATABASE_URL=postgres://...)")
 
 
 @pytest.fixture

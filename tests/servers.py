@@ -89,12 +89,6 @@ class Anvil:
             self.process.kill()
 
 
-def database_is_postgres() -> bool:
-    from django.db import connection
-
-    return connection.vendor == "postgresql"
-
-
 def clean_environment(**overrides: str) -> dict[str, str]:
     """The current environment without the project's settings variables, plus `overrides`."""
     prefixes = ("DJANGO_", "PAYMENTS_", "EMAIL_", "CHAIN_RPC_URLS_")

@@ -1,6 +1,5 @@
 """The PostgreSQL side of the tallies: a migration of the app that owns a table adds its trigger with
-`tally_kept(...)`. On another database (SQLite in `make run`'s default) nothing is installed and the readers
-count rows instead (`tallied` returns None).
+`tally_kept(...)`, and /metrics reads the tally (`tallied`) instead of counting rows.
 
 Two kinds. A gauge follows a column: +1 for the value a row arrives with, -1 for the one it leaves (an update
 of the column, a delete). A counter counts arrivals at one of some values (or every insert, with no column) and
@@ -64,16 +63,15 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _on_postgresql(sql: str):
+def _executed(sql: str):
     def run(apps, schema_editor) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
+        schema_editor.execute(sql)
 
     return run
 
 
 def tally_functions() -> migrations.RunPython:
-    return migrations.RunPython(_on_postgresql(FUNCTIONS), _on_postgresql(DROP_FUNCTIONS))
+    return migrations.RunPython(_executed(FUNCTIONS), _executed(DROP_FUNCTIONS))
 
 
 def tally_kept(*, table: str, name: str, column: str = "", counts: tuple[str, ...] = ()) -> migrations.RunPython:
@@ -100,4 +98,4 @@ def tally_kept(*, table: str, name: str, column: str = "", counts: tuple[str, ..
         INSERT INTO tallies_tally (name, label, n) {fill};
     """  # noqa: S608
     backward = f"DROP TRIGGER IF EXISTS {trigger} ON {table}; DELETE FROM tallies_tally WHERE name = {_quoted(name)}"  # noqa: S608
-    return migrations.RunPython(_on_postgresql(forward), _on_postgresql(backward))
+    return migrations.RunPython(_executed(forward), _executed(backward))

@@ -37,7 +37,7 @@ def browser():
     # Playwright's sync API leaves its asyncio loop marked as running in this thread between its calls. Django
     # then refuses ORM calls ("async context": allowed here, they never run concurrently with the loop) and
     # keeps database connections in a store of that context instead of the thread's: hand it the thread's own,
-    # which hold the test database's state (the catalog serialized for rollback, SQLite's in-memory database).
+    # which hold the test database's state (the catalog serialized for rollback).
     thread_connections = {alias: connections[alias] for alias in connections}
     with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
         patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -25,7 +25,7 @@ def get(url: str) -> str:
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_every_scrape_counts_the_requests_of_every_gunicorn_worker(require_postgres, tmp_path):
+def test_every_scrape_counts_the_requests_of_every_gunicorn_worker(tmp_path):
     port = free_port()
     folder = tmp_path / "multiproc"
     folder.mkdir()

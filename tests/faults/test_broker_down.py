@@ -29,7 +29,7 @@ FAST_BEAT = {"SCAN_INTERVAL_SECONDS": "1", "JOB_RESEND_AFTER_SECONDS": "0"}
 
 
 @pytest.fixture
-def shop_on_private_broker(require_postgres, private_redis, chain, tmp_path):
+def shop_on_private_broker(transactional_db, private_redis, chain, tmp_path):
     """gunicorn on the test database, enqueueing to the private broker; the `local` chain is this test's."""
     server = Gunicorn(tmp_path, **shop_env(private_redis, chain))
     try:

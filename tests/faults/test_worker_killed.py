@@ -57,7 +57,7 @@ def confirmed_emails(worker: CeleryWorker) -> list[str]:
 
 @worker_test
 def test_a_worker_killed_while_it_verifies_a_payment_is_replaced_and_the_transfer_is_credited_once(
-    require_postgres, chain, slow_rpc, workers, client, make_node, order_payload
+    chain, slow_rpc, workers, client, make_node, order_payload
 ):
     # Given a USDC order paid in full from the customer's wallet, with 2 confirmations
     make_node()

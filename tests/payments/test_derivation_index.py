@@ -54,7 +54,7 @@ def test_indexes_of_two_keys_never_mix():
 
 @race
 @pytest.mark.parametrize("cursor_exists", [False, True], ids=["first-use-of-the-key", "cursor-exists"])
-def test_checkouts_racing_for_indexes_each_get_their_own(require_postgres, cursor_exists):
+def test_checkouts_racing_for_indexes_each_get_their_own(cursor_exists):
     # Given eight checkouts at the same instant, each in its own transaction (an extension takes no node lock)
     if cursor_exists:
         AddressCursor.objects.create(key_fingerprint=KEY, next_index=40)

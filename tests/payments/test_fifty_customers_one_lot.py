@@ -18,7 +18,7 @@ CUSTOMERS = 50
 
 @race
 def test_fifty_customers_ordering_the_last_lot_at_once_get_one_order_and_forty_nine_sold_out_messages(
-    require_postgres, anvil, make_node, order_payload
+    anvil, make_node, order_payload
 ):
     # Given one lot left, seen free by every customer
     node = make_node()

@@ -1,5 +1,5 @@
 """Holding lots at placement in one statement (free nodes chosen and held at once), and lapsed holds released
-before it, whoever places first: all or nothing, never a node held twice, on SQLite and PostgreSQL."""
+before it, whoever places first: all or nothing, never a node held twice."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _prep(moment: dt.datetime) -> object:
 @pytest.mark.parametrize("lots", [1, 3])
 def test_the_hold_statement_built_once_is_the_one_the_orm_builds_for_each_moment(lots):
     # Given the statement as built (and kept) for this number of lots, with a stand-in where `now` goes
-    sql, free_params, lapsed_params = capacity.hold_statement(connection.vendor, lots)
+    sql, free_params, lapsed_params = capacity.hold_statement(lots)
     stand_in = _prep(dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
     assert stand_in in free_params and stand_in in lapsed_params
 
@@ -146,7 +146,7 @@ def test_with_nothing_overdue_the_expiry_step_changes_nothing(held_by):
 
 @race
 def test_customers_racing_for_a_lot_whose_hold_just_lapsed_get_one_order_and_the_old_one_expires_once(
-    require_postgres, anvil, make_node, order_request
+    anvil, make_node, order_request
 ):
     # Given the only lot held by an unpaid order whose window has just ended (no expiry pass ran)
     node_id = make_node().pk

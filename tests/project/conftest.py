@@ -17,7 +17,7 @@ def redis_broker(settings) -> str:
 
 
 @pytest.fixture
-def celery_worker(require_postgres, redis_broker, tmp_path):
+def celery_worker(db, redis_broker, tmp_path):
     """A real `celery -A config worker` on its own queue, with the production-like base settings.
 
     Tasks of this test process go to that queue through Redis (eager mode off) and the worker writes to

@@ -236,7 +236,7 @@ def closed_books(reference: str, *, days_ago: float, index: int, node=None) -> O
 
 
 def test_past_the_accounting_period_an_order_whose_books_are_closed_goes_whole_and_metrics_counters_stay(
-    settings, client, require_postgres
+    settings, client
 ):
     from payments.models import Credit, PaymentRequest, Refund, Sweep, UnexpectedOutflow
     from tests.metrics_scrape import scrape, value

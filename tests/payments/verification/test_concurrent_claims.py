@@ -16,7 +16,7 @@ SCANNERS = 4
 
 
 @race
-def test_twenty_i_have_paid_at_once_and_concurrent_scans_credit_the_transfer_once(require_postgres, chain, customer):
+def test_twenty_i_have_paid_at_once_and_concurrent_scans_credit_the_transfer_once(chain, customer):
     # Given an order paid in full with one USDC transfer, confirmed on the chain
     placed = customer.order()
     sent = chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))

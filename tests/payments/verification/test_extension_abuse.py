@@ -89,7 +89,7 @@ def test_a_reported_extension_still_blocks_another(chain, customer, scan_pass):
 
 
 @race
-def test_two_simultaneous_extend_requests_open_one_extension(require_postgres, chain, customer, scan_pass):
+def test_two_simultaneous_extend_requests_open_one_extension(chain, customer, scan_pass):
     # Given an active rental
     placed, _order = _an_active_rental(chain, customer, scan_pass)
 

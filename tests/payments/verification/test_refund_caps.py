@@ -89,7 +89,7 @@ def test_a_cancellation_after_the_money_was_swept_to_the_treasury_promises_nothi
 
 @race
 def test_goodwill_refunds_and_a_cancellation_racing_from_three_connections_never_promise_more_than_arrived(
-    require_postgres, chain, customer, scan_pass
+    chain, customer, scan_pass
 ):
     # Given an order paid exactly
     placed = paid(chain, customer, scan_pass)

@@ -20,7 +20,7 @@ def redis_url(settings) -> str:
 
 
 @pytest.fixture
-def payments_worker(require_postgres, redis_url, chain, tmp_path):
+def payments_worker(transactional_db, redis_url, chain, tmp_path):
     """`celery -A config worker` on a queue of its own, on the test database, watching this test's chain.
 
     Eager mode is off in this process while it runs: tasks travel through Redis to the worker.
@@ -48,7 +48,7 @@ def press_i_have_paid(client, placed: dict, tx_hash: str):
 
 @worker_test
 def test_i_have_paid_is_checked_by_a_worker_through_redis_and_the_order_is_paid(
-    require_postgres, redis_url, chain, payments_worker, client, make_node, order_payload
+    redis_url, chain, payments_worker, client, make_node, order_payload
 ):
     # Given a USDC order, paid from the customer's wallet, with 2 confirmations on the chain
     placed = place_usdc_order(client, make_node, order_payload)
@@ -75,7 +75,7 @@ def test_i_have_paid_is_checked_by_a_worker_through_redis_and_the_order_is_paid(
 
 @worker_test
 def test_the_same_notice_checked_twice_by_the_worker_credits_the_transfer_once(
-    require_postgres, redis_url, chain, payments_worker, client, make_node, order_payload
+    redis_url, chain, payments_worker, client, make_node, order_payload
 ):
     # Given a USDC order paid in full, which "I have paid" with the hash has already settled through the worker
     placed = place_usdc_order(client, make_node, order_payload)

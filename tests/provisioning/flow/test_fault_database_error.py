@@ -127,7 +127,7 @@ def test_the_operators_button_restarts_a_preparation_whose_task_was_lost(
 @pytest.mark.django_db
 @pytest.mark.parametrize("status", [RunStatus.QUEUED, RunStatus.RUNNING])
 def test_beat_picks_up_a_stuck_preparation_by_itself(
-    require_postgres, local_node, fast_preparation, paid_order, status, django_capture_on_commit_callbacks
+    local_node, fast_preparation, paid_order, status, django_capture_on_commit_callbacks
 ):
     # Given a preparation stuck for ten minutes: its run queued (the task lost) or running with no worker
     node = local_node()
@@ -158,7 +158,7 @@ def terminate_other_sessions() -> int:
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_a_real_worker_whose_database_connection_is_cut_mid_preflight_retries_and_hands_over(
-    require_postgres, sandbox_sshd, node_on, fast_preparation, paid_order, operator, client, workers
+    sandbox_sshd, node_on, fast_preparation, paid_order, operator, client, workers
 ):
     # Given a paid order on a node behind a real sshd, and a real worker
     node = node_on(sandbox_sshd, "node-of-a-cut-connection")

@@ -6,7 +6,6 @@ the task changes nothing. What is lost: nothing (the first attempt's work is red
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import time
@@ -20,7 +19,7 @@ from django.utils import timezone
 from core.jobs.kinds import JobKind
 from orders.models import Order, OrderStatus
 from provisioning.access import account_name
-from provisioning.claims import LOCK_CLASS, _claimable, run_hard_limit
+from provisioning.claims import LOCK_CLASS
 from provisioning.models import AccessGrant, Manifest, PreparationRun, RunStatus
 from provisioning.prepare import preparation_execute, preparation_start
 from tests.provisioning.flow.node_faults import (
@@ -71,7 +70,6 @@ def alive(pid: int) -> bool:
 
 @worker_test
 def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_exactly_once(
-    require_postgres,
     sandbox_sshd,
     node_on,
     fast_preparation,
@@ -154,7 +152,6 @@ def test_a_worker_killed_mid_preparation_is_replaced_and_access_is_handed_over_e
 
 @pytest.mark.django_db
 def test_a_second_delivery_leaves_a_run_alone_while_its_worker_lives_and_takes_it_over_once_it_died(
-    require_postgres,
     sandbox_sshd,
     node_on,
     fast_preparation,
@@ -187,20 +184,3 @@ def test_a_second_delivery_leaves_a_run_alone_while_its_worker_lives_and_takes_i
     assert (outcome, run_.status, run_.attempt) == (RunStatus.PASSED, RunStatus.PASSED, 2), run_.error
     order.refresh_from_db()
     assert order.status == OrderStatus.ACTIVE and AccessGrant.objects.filter(order=order).count() == 1
-
-
-def test_without_advisory_locks_a_running_run_is_taken_over_only_after_the_tasks_hard_time_limit(settings):
-    # Given a database without advisory locks (SQLite in development) and a run some worker started
-    settings.PREFLIGHT_TIMEOUT_SECONDS = 60
-    now = timezone.now()
-    run_ = PreparationRun(status=RunStatus.RUNNING, attempt=1)
-
-    # Then a second delivery leaves it alone while a live worker could still be running it
-    run_.started_at = now - run_hard_limit() + dt.timedelta(seconds=1)
-    assert not _claimable(run_, locked=None, now=now)
-    # And takes it over once no live attempt can still be running
-    run_.started_at = now - run_hard_limit() - dt.timedelta(seconds=1)
-    assert _claimable(run_, locked=None, now=now)
-    # And never touches a finished run
-    run_.status = RunStatus.PASSED
-    assert not _claimable(run_, locked=None, now=now) and not _claimable(run_, locked=True, now=now)
