@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from config.local_postgres import Cluster, ClusterError  # noqa: E402 - after the checkout is on the path
+from core.local_postgres import Cluster, ClusterError  # noqa: E402 - after the checkout is on the path
 
 
 def main(command: list[str]) -> int:

@@ -14,9 +14,9 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
-from config.local_postgres import database_url
 from config.settings.database import refuse_other_engines
 from config.settings.env import env_bool, env_int, env_list, env_share, env_str
+from core.local_postgres import database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -139,7 +139,7 @@ TEMPLATES = [
 RUN_DIR = Path(env_str("RUN_DIR", str(BASE_DIR / ".run")))
 
 # PostgreSQL only: row locks, advisory locks and triggers keep the money right. With no DATABASE_URL, the embedded
-# cluster that `make run` starts under RUN_DIR/postgres (config/local_postgres.py).
+# cluster that `make run` starts under RUN_DIR/postgres (core/local_postgres.py).
 DATABASE_URL = env_str("DATABASE_URL", "") or database_url(RUN_DIR / "postgres")
 refuse_other_engines(DATABASE_URL)
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}

@@ -28,7 +28,7 @@ import pytest
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from config.local_postgres import Cluster, running_port
+from core.local_postgres import Cluster, running_port
 from tests.browser.checks import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, chromium_missing
 from tests.servers import ROOT, clean_environment, free_port
 

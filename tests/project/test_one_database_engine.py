@@ -4,6 +4,7 @@ instead of skipping them, and removes it afterwards."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -83,3 +84,36 @@ def test_with_no_database_url_the_database_tests_run_instead_of_skipping(tmp_pat
     # Then they ran and passed, none skipped
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert " passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-4000:]
+
+
+SHOW_SETTINGS = "import os; print(os.environ.get('DJANGO_SETTINGS_MODULE'), os.environ['DATABASE_URL'])"
+
+
+@pytest.mark.parametrize("database_url", ["", "postgres://postgres@127.0.0.1:9/elsewhere"])
+def test_the_wrapper_changes_nothing_of_the_environment_but_the_database(database_url, tmp_path):
+    # Given no settings module named (pytest-django then reads the test settings from pyproject.toml)
+    env = without_database_settings(TMPDIR=str(tmp_path))
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    if database_url:
+        env["DATABASE_URL"] = database_url
+
+    done = subprocess.run(
+        [sys.executable, "scripts/with_postgres.py", sys.executable, "-c", SHOW_SETTINGS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+    # Then the command sees no settings module (importing the project's Celery app would have set the base one
+    # for the whole suite) and the database it was given, or the embedded one
+    assert done.returncode == 0, done.stdout + done.stderr
+    settings_module, url = done.stdout.split()[-2:]
+    assert settings_module == "None"
+    assert url == database_url if database_url else re.fullmatch(r"postgres://postgres@127\.0\.0\.1:\d+/shop", url)
+
+
+def test_this_suite_runs_on_the_test_settings(settings):
+    assert settings.SETTINGS_MODULE == "config.settings.test"
+    assert settings.CELERY_TASK_ALWAYS_EAGER is True

@@ -98,8 +98,9 @@ class Cluster:
         return database_url(self.folder)
 
     def start(self, port: int | None = None) -> str:
-        """Start the cluster (made first when new) on `port` (default: PREFERRED_PORT when free, else any free
-        one), with the database `shop`; returns its URL. A cluster already running is left as it is."""
+        """Start the cluster (made first when new) on `port` (default: any free one; `make run`'s own cluster
+        PREFERRED_PORT when it is free), with the database `shop`; returns its URL. A cluster already running is
+        left as it is."""
         if running_port(self.folder):
             return self.url
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -111,17 +112,30 @@ class Cluster:
         if not (self.data / "PG_VERSION").exists():
             shutil.rmtree(self.data, ignore_errors=True)  # a half-made folder from an initdb that was cut short
             self._run("initdb", "-D", str(self.data), "-U", USER, "-A", "trust", "-E", "UTF8", "--no-sync")
-        if port is None:
-            port = PREFERRED_PORT if port_is_free(PREFERRED_PORT) else free_port()
+        if port is not None:
+            self._serve(port)
+        else:
+            # Throwaway clusters start side by side (the suite's, its own tests'): none of them takes the fixed port.
+            chosen = PREFERRED_PORT if not self.throwaway and port_is_free(PREFERRED_PORT) else free_port()
+            try:
+                self._serve(chosen)
+            except ClusterError:  # another server took the port between the look and the start
+                if running_port(self.folder):
+                    raise
+                chosen = free_port()
+                self._serve(chosen)
+            port = chosen
+        if not self._database_exists(port):
+            self._run("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", USER, DATABASE)
+        return self.url
+
+    def _serve(self, port: int) -> None:
         options = [f"-p {port}", "-c listen_addresses=127.0.0.1", "-c unix_socket_directories=''"]
         if self.throwaway:
             options += [f"-c {setting}" for setting in THROWAWAY_SETTINGS]
         self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", " ".join(options), "-w", "-t", "60", "start"
         )
-        if not self._database_exists(port):
-            self._run("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", USER, DATABASE)
-        return self.url
 
     def stop(self) -> None:
         """A fast shutdown (open transactions roll back, clients are disconnected); nothing when not running."""
