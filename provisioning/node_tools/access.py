@@ -923,7 +923,7 @@ def record_remove(users: Users, account: str) -> None:
 
 def _close_door(users: Users, account: str, home: str) -> None:
     """No new login: the account expired, its key removed."""
-    users.tool("usermod", "--expiredate", "1", account)
+    users.tool("usermod", "--expiredate", EXPIRED_DAY, account)
     try:
         home_fd = _open_dir(home)
         try:
@@ -1005,6 +1005,8 @@ SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-serve
 # sshd runs a forced command through the login shell: bash would source the tenant's ~/.bashrc first (Debian
 # builds it to, for sessions started by sshd), so the window's shell is one that reads no startup file.
 GRACE_SHELL = "/bin/sh"
+# The day that means "expired" (shadow day 1: day 0 means "never" to some tools): no login, whatever the key.
+EXPIRED_DAY = "1970-01-02"
 # Where cron and at keep a user's jobs (Debian, then Red Hat): moved aside so that none runs in the window.
 JOB_SPOOLS = (
     ("cron", "/var/spool/cron/crontabs"),
@@ -1065,9 +1067,47 @@ def held_remove(users: Users, account: str) -> None:
         shutil.rmtree(os.path.join(directory, "held", account), ignore_errors=True)
 
 
+def _expire_on(users: Users, account: str, day: str) -> None:
+    if (users.shadow(account) or {}).get("account_expires") != day:
+        result = users.tool("usermod", "--expiredate", day, account)
+        if result.returncode != 0:
+            raise Failed(f"usermod --expiredate failed: {result.stderr.strip()}")
+
+
+def _limit_key(users: Users, entry: dict, server: str, until: dt.datetime) -> bool:
+    """The installed key, limited to read-only SFTP until `until`; True when the file changed. Verified by
+    reading it back: it holds that one line, whatever was there."""
+    home_fd = _open_dir(users.path(entry["home"]))
+    try:
+        ssh_fd = _ssh_dir(home_fd)
+        try:
+            current = _read_authorized_keys(ssh_fd) or ""
+            key = _installed_key(current)
+            if key is None:
+                raise Failed(
+                    f"{entry['name']} has no installed key to limit to SFTP (its authorized_keys is gone): its "
+                    "processes are stopped and the account stays locked; no data window"
+                )
+            line = grace_key_line(server, until, *key)
+            if current != line:
+                _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
+            if _read_authorized_keys(ssh_fd) != line:
+                raise Failed(f"the key of {entry['name']} changed while it was being limited: the account stays locked")
+            return current != line
+        finally:
+            os.close(ssh_fd)
+    finally:
+        os.close(home_fd)
+
+
 def grace(users: Users, account: str, until: dt.datetime) -> dict:
     """The rental ended: the account keeps its files until `until` and may download them over read-only SFTP;
-    its processes, GPU work, System V IPC and scheduled jobs are stopped now. Idempotent."""
+    its processes, GPU work, System V IPC and scheduled jobs are stopped now. Idempotent.
+
+    The order matters (issue 39): the tenant owns its home and ~/.ssh, so a process of its left running could
+    write the whole key back after the tool limited it. The door is closed first (the account expired: sshd lets
+    no login in), then the tenant is stopped, whatever the state of its files, then the key is limited and read
+    back with no process of the account alive, and only then does the door open for the window."""
     entry = users.lookup(account)
     if entry is None:
         return {"account": account, "existed": False}
@@ -1076,46 +1116,29 @@ def grace(users: Users, account: str, until: dt.datetime) -> dict:
     if record_read(users, account) is not None:
         raise Refused(f"the account {account} is being revoked: no data window")
     server = sftp_server()
-    # First the door (the key reads over SFTP only, the shell reads no file of the tenant's), then the room.
-    changed = False
-    if entry.get("shell") != GRACE_SHELL:
-        result = users.tool("usermod", "--shell", GRACE_SHELL, account)
-        if result.returncode != 0:
-            raise Failed(f"usermod --shell failed: {result.stderr.strip()}")
-        changed = True
-    expiry_day = account_expiry_day(until)
-    if (users.shadow(account) or {}).get("account_expires") != expiry_day:
-        result = users.tool("usermod", "--expiredate", expiry_day, account)
-        if result.returncode != 0:
-            raise Failed(f"usermod --expiredate failed: {result.stderr.strip()}")
-    home_fd = _open_dir(users.path(entry["home"]))
-    try:
-        ssh_fd = _ssh_dir(home_fd)
-        try:
-            current = _read_authorized_keys(ssh_fd) or ""
-            key = _installed_key(current)
-            if key is None:
-                raise Failed(f"{account} has no installed key to limit to SFTP (its authorized_keys is gone)")
-            line = grace_key_line(server, until, *key)
-            if current != line:
-                _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
-                changed = True
-        finally:
-            os.close(ssh_fd)
-    finally:
-        os.close(home_fd)
+    _expire_on(users, account, EXPIRED_DAY)
     ids = Ids(entry["uid"], subordinate_ranges(users, account, entry["uid"]))
     jobs = hold_jobs(users, account, entry["uid"])
     killed = kill_processes(ids)
     ipc_left = remove_ipc(ids)
     gpus = gpus_freed(ids)
+    changed = False
+    if entry.get("shell") != GRACE_SHELL:  # a forced command runs through it: one that reads no tenant file
+        result = users.tool("usermod", "--shell", GRACE_SHELL, account)
+        if result.returncode != 0:
+            raise Failed(f"usermod --shell failed: {result.stderr.strip()}")
+        changed = True
+    changed = _limit_key(users, {**entry, "name": account}, server, until) or changed
+    killed += kill_processes(ids)  # a login that was under way when the door closed
+    _limit_key(users, {**entry, "name": account}, server, until)  # and nothing it did to the key stays
     problems = []
     if ipc_left:
         problems.append("IPC objects could not be removed: " + ", ".join(ipc_left))
     if gpus["left"]:
         problems.append("processes are still on the GPUs: " + "; ".join(gpus["left"]))
     if problems:
-        raise Failed(f"the data window of {account} is open (SFTP only), but " + "; ".join(problems))
+        raise Failed(f"the data window of {account} stays closed (the account is locked): " + "; ".join(problems))
+    _expire_on(users, account, account_expiry_day(until))
     return {
         "account": account,
         "existed": True,

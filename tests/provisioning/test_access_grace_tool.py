@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 
 import pytest
 
+from provisioning.drivers.base import DriverError
 from provisioning.node_tools import access as tool
+from tests.provisioning.conftest import login
+from tests.provisioning.flow.test_data_grace import ssh_command
+from tests.provisioning.test_access_tool import running
 
 UNTIL = dt.datetime(2031, 1, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -66,6 +71,55 @@ def test_grace_limits_the_key_to_read_only_sftp_holds_the_crontab_and_a_grant_ag
     # And the clean end of rental takes the held crontab with the account
     assert access.revoke(account).exit_code == 0
     assert not held.exists()
+
+
+# A tenant's loop that puts its whole key back as soon as anything else writes the file (the tenant owns ~/.ssh).
+KEY_KEEPER = (
+    "cp ~/.ssh/authorized_keys ~/keep; "
+    "setsid sh -c 'while :; do cp ~/keep ~/.ssh/k.new 2>/dev/null && mv -f ~/.ssh/k.new ~/.ssh/authorized_keys; "
+    "sleep 0.01; done' </dev/null >/dev/null 2>&1 & echo $!"
+)
+
+
+def test_a_tenants_loop_rewriting_its_key_gets_no_shell_in_the_data_window(access, sshd, account, make_ssh_key):
+    # Given a tenant whose loop keeps rewriting ~/.ssh/authorized_keys with its whole (unrestricted) key
+    key = make_ssh_key()
+    assert access.grant(account, key).exit_code == 0
+    with login(sshd, account, key) as session:
+        keeper = session.run(["sh", "-c", KEY_KEEPER], timeout=30).stdout.strip()
+    assert running(keeper)
+
+    # When the data window opens
+    opened = access("grace", "--account", account, "--until", UNTIL.isoformat())
+
+    # Then the loop is dead, the key stays limited to read-only SFTP, and a command gets no shell
+    assert opened.exit_code == 0, opened.stderr
+    time.sleep(0.5)
+    assert not running(keeper)
+    assert keys_line(sshd, account).startswith('restrict,command="')
+    tried = ssh_command(sshd, key.private, account, "id")
+    assert "uid=" not in tried.stdout, tried.stdout
+
+
+def test_a_deleted_key_file_never_keeps_the_tenants_processes_alive(access, sshd, account, make_ssh_key):
+    # Given a tenant who deleted its authorized_keys and left a job running
+    key = make_ssh_key()
+    assert access.grant(account, key).exit_code == 0
+    with login(sshd, account, key) as session:
+        job = session.run(["sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!"], timeout=30)
+        session.run(["rm", "-f", f"/home/{account}/.ssh/authorized_keys"], timeout=30)
+    assert running(job.stdout.strip())
+
+    # When the data window opens
+    opened = access("grace", "--account", account, "--until", UNTIL.isoformat())
+
+    # Then there is no window (no key to limit), but the job was stopped all the same and nobody logs in
+    assert opened.exit_code != 0 and "no installed key" in opened.stderr
+    time.sleep(0.2)
+    assert not running(job.stdout.strip())
+    assert sshd.entry("shadow", account)[7] == "1"  # locked: expired since 1970-01-02
+    with pytest.raises(DriverError):
+        login(sshd, account, key)
 
 
 def test_grace_refuses_an_account_the_tool_did_not_make_and_reports_one_that_is_gone(access, account):
