@@ -134,10 +134,18 @@ def _grant_row(*, driver: Driver, order: Order, node: Node, planned_end: dt.date
     return grant
 
 
+def access_planned_end(order: Order) -> dt.datetime:
+    """When a new grant of the order ends: with the rental, once its clock runs (a move's spare, issue 39); before
+    the hand-over, a whole rental from now (the hand-over then sets the end it starts)."""
+    if order.ends_at is not None:
+        return order.ends_at
+    return timezone.now() + dt.timedelta(days=order.duration_days)
+
+
 def access_grant_on_node(*, driver: Driver, run: PreparationRun) -> AccessGrant:
     """Create (or find) the order's account on the run's node. Idempotent."""
     order, node = run.order, run.node
-    planned_end = timezone.now() + dt.timedelta(days=order.duration_days)
+    planned_end = access_planned_end(order)
     key_line = access_key_line(order)
     access_tool_check(driver=driver, node=node)
     grant = _grant_row(driver=driver, order=order, node=node, planned_end=planned_end)

@@ -7,6 +7,7 @@ staff see it under "Needs attention". A second move of a node while one is open 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 from io import StringIO
@@ -14,13 +15,14 @@ from io import StringIO
 import pytest
 from django.core import mail
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from core.jobs.kinds import JobKind
 from core.jobs.models import Job
 from orders.models import OrderStatus
 from provisioning import move_copy as move_copy_module
 from provisioning import node_tools
-from provisioning.access import access_grant_on_node, account_name
+from provisioning.access import KEY_BACKSTOP, access_grant_on_node, account_name
 from provisioning.attention import needs_attention
 from provisioning.bundle import node_bundle
 from provisioning.drivers import driver_for
@@ -28,6 +30,7 @@ from provisioning.drivers.ssh import SSHDriver
 from provisioning.manifest import manifest_verify
 from provisioning.models import AccessGrant, Manifest, MoveStatus, NodeMove, NodeState, PreparationRun
 from provisioning.move_copy import move_copy
+from provisioning.node_tools.access import account_expiry_day
 from provisioning.states import node_state_set
 from tests.provisioning.flow.node_faults import prepare
 from tests.sshd import SCRATCH, uid_floor
@@ -309,3 +312,28 @@ def test_the_copy_keeps_to_its_size_limit_and_a_copy_run_again_skips_what_the_sp
         assert (home_b / name).read_bytes() == (home_a / name).read_bytes()
     assert (again["bytes_copied"], again["already_there"], len(again["copied"])) == (0, 2, 2)
     assert not [path.name for path in home_b.iterdir() if path.name.startswith(".b200-move-partial-")]
+
+
+@pytest.mark.django_db
+def test_the_spares_key_and_account_expire_with_the_rental_not_a_new_one(sandbox_sshd, node_on, paid_order):
+    # Given a 7-day rental on node-a with two days left, moved: its spare gets the account and key by the
+    # preparation's grant
+    node_on(sandbox_sshd, "node-a")
+    order = paid_order()
+    ends_at = timezone.now().replace(second=0, microsecond=0) + dt.timedelta(days=2)
+    active = {"status": OrderStatus.ACTIVE, "active_since": timezone.now(), "ends_at": ends_at}
+    type(order).objects.filter(pk=order.pk).update(**active)
+    order.refresh_from_db()
+    spare = node_on(sandbox_sshd, "node-b")
+
+    granted_on(spare, order)
+
+    # Then the key and the account end with the rental plus the one-day backstop (before: a whole new rental's
+    # 7 days from the move)
+    backstop = ends_at + KEY_BACKSTOP
+    account = account_name(order)
+    key_line = (sandbox_sshd.home(account) / ".ssh" / "authorized_keys").read_text()
+    assert key_line.startswith(f'expiry-time="{backstop:%Y%m%d%H%M}Z" ')
+    expires_day = (dt.date(1970, 1, 1) + dt.timedelta(days=int(sandbox_sshd.entry("shadow", account)[7]))).isoformat()
+    assert expires_day == account_expiry_day(backstop)
+    assert AccessGrant.objects.get(order=order, node=spare).ends_at == ends_at
