@@ -52,6 +52,7 @@ def _rpc_probe(network: Network) -> dict:
     """The chain id and the height in one batched request per URL; no database access (it runs in a thread)."""
     client = rpc_client(network)
     client.timeout = RPC_TIMEOUT_SECONDS
+    client.deadline = sum(RPC_TIMEOUT_SECONDS)  # a provider that drips its answer holds the report no longer
     chain_id, block = client.batch([("eth_chainId", []), ("eth_blockNumber", [])])
     if int(chain_id, 16) != network.chain_id:
         raise RpcError("wrong chain id")

@@ -6,6 +6,7 @@ Responses are decoded by hand (hex strings to ints): web3.py's formatters cost m
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import re
 import threading
@@ -17,6 +18,8 @@ from urllib.parse import urlsplit
 
 import requests
 from django.conf import settings
+
+from payments.log_ranges import RANGE_REFUSED
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -36,6 +39,15 @@ class RpcResponseError(RpcError):
 
 class StaleHead(RpcError):
     pass
+
+
+class ProviderRefused(RpcUnavailable):
+    """A provider answered a call with an error that is not about the call (a method its plan does not serve, an
+    internal error): the call goes to the next provider, and this one is backed off."""
+
+
+class SlowOrLargeAnswer(RpcUnavailable):
+    """An answer past the request's deadline (RPC_ANSWER_DEADLINE_SECONDS) or size (RPC_MAX_ANSWER_BYTES)."""
 
 
 class RateLimited(RpcUnavailable):
@@ -144,6 +156,11 @@ class _Backoff:
             self._failures[url] = failures
             self._until[url] = time.monotonic() + max(at_least, min(60.0, 0.5 * 2 ** (failures - 1)))
 
+    def failures(self, url: str) -> int:
+        """Failures in a row of the URL (0 once it answered again)."""
+        with self._lock:
+            return self._failures.get(url, 0)
+
     def succeeded(self, url: str) -> None:
         with self._lock:
             self._failures.pop(url, None)
@@ -163,6 +180,33 @@ def _raise_if_rate_limited(body: Any) -> None:
         raise RateLimited(f"JSON-RPC {errors[0].get('code')}: {errors[0].get('message')}"[:200], wait)
 
 
+# Errors about the call itself, which any provider would give: a reverted call, and the range or answer-size
+# refusals that payments.log_ranges and batch() answer by asking for less. Any other error in an answer is the
+# provider not serving the call (issue 39: a provider without eth_getLogs stayed first and failed every pass).
+REVERTED = re.compile(r"revert", re.I)
+
+
+def _about_the_call(message: str) -> bool:
+    return any(
+        pattern.search(message) for pattern in (REVERTED, RANGE_REFUSED, RESPONSE_TOO_LARGE, RATE_LIMIT_MESSAGE)
+    )
+
+
+def _raise_if_refused(payload: Any, body: Any) -> None:
+    """ProviderRefused when an answer holds an error that is not about its call. A batch refused whole (an error
+    object for a list) is left to batch(), which splits it."""
+    if isinstance(payload, list) != isinstance(body, list):
+        return
+    for answer in body if isinstance(body, list) else [body]:
+        error = answer.get("error") if isinstance(answer, dict) else None
+        if error is None:
+            continue
+        message = str(error.get("message", error) if isinstance(error, dict) else error)
+        if not _about_the_call(message):
+            code = error.get("code") if isinstance(error, dict) else None
+            raise ProviderRefused(f"JSON-RPC {code}: {message}"[:200])
+
+
 def hex_int(value: str | None) -> int | None:
     return None if value is None else int(value, 16)
 
@@ -173,6 +217,9 @@ class RpcClient:
             raise RpcUnavailable("no RPC URL configured")
         self.urls = urls
         self.timeout = timeout if timeout is not None else settings.RPC_TIMEOUT_SECONDS
+        # The whole answer within this (a provider that drips bytes never trips the read timeout) and this size.
+        self.deadline = float(settings.RPC_ANSWER_DEADLINE_SECONDS)
+        self.max_answer_bytes = settings.RPC_MAX_ANSWER_BYTES
         self.max_head_age = max_head_age
         self.session = requests.Session()
         self.calls = 0  # JSON-RPC calls made (a batch of n counts n): the benchmark reads these
@@ -213,26 +260,29 @@ class RpcClient:
                 time.sleep(exc.retry_after)
 
     def _post_once(self, payload: Any, check: Callable[[Any], None] | None, avoid: Collection[str]) -> Any:
-        failures, waits = [], []
+        failures, waits, refusals = [], [], []
         for url in BACKOFF.order([url for url in self.urls if url not in self.excluded and url not in avoid]):
             self.requests += 1
             tally = self._tally(url)
             tally.requests += 1
             tally.calls += len(payload) if isinstance(payload, list) else 1
             try:
-                response = self.session.post(url, json=payload, timeout=self.timeout)
-                tally.response_bytes += len(response.content)
-                self.response_bytes += len(response.content)
+                response, content = self._fetch(url, payload)
+                tally.response_bytes += len(content)
+                self.response_bytes += len(content)
                 if response.status_code == 429:
                     raise RateLimited("HTTP 429", _retry_after(response))
                 if response.status_code >= 500:
                     raise RpcUnavailable(f"HTTP {response.status_code}")
                 response.raise_for_status()
-                body = response.json()
+                body = json.loads(content)
                 _raise_if_rate_limited(body)
+                _raise_if_refused(payload, body)
                 if check is not None:
                     check(body)
             except (requests.RequestException, ValueError, RpcUnavailable, StaleHead) as exc:
+                if isinstance(exc, ProviderRefused):
+                    refusals.append(str(exc))
                 if isinstance(exc, StaleHead):
                     self.excluded.add(url)
                 if isinstance(exc, RateLimited):
@@ -249,7 +299,23 @@ class RpcClient:
         message = "; ".join(failures) or "no RPC URL left to ask (stale heads set aside)"
         if waits and len(waits) == len(failures):  # every provider asked to wait: not down
             raise RateLimited(f"rate-limited: {message}", min(waits))
+        if refusals and len(refusals) == len(failures):  # every provider answered the same way: the call's error
+            raise RpcResponseError(refusals[0])
         raise RpcUnavailable(message)
+
+    def _fetch(self, url: str, payload: Any) -> tuple[requests.Response, bytes]:
+        """The provider's answer, read within the deadline and the size bound (SlowOrLargeAnswer past either)."""
+        deadline = time.monotonic() + self.deadline
+        with self.session.post(url, json=payload, timeout=self.timeout, stream=True) as response:
+            chunks, size = [], 0
+            while chunk := response.raw.read1(65536, decode_content=True):  # what has arrived, never waiting for more
+                size += len(chunk)
+                if size > self.max_answer_bytes:
+                    raise SlowOrLargeAnswer(f"answer over {self.max_answer_bytes} bytes")
+                if time.monotonic() > deadline:
+                    raise SlowOrLargeAnswer(f"answer not complete within {self.deadline:g} s")
+                chunks.append(chunk)
+        return response, b"".join(chunks)
 
     @staticmethod
     def _result(item: dict[str, Any], method: str) -> Any:

@@ -346,6 +346,10 @@ RATE_MAX_AGE_SECONDS = env_int("RATE_MAX_AGE_SECONDS", 600)
 # The local development chain prices its native coin at this fixed rate when no fresh rate exists.
 DEV_NATIVE_USD_RATE = env_str("DEV_NATIVE_USD_RATE", "3000")
 RPC_TIMEOUT_SECONDS = env_int("RPC_TIMEOUT_SECONDS", 5)
+# A whole answer must arrive within this (a provider that drips bytes never trips the read timeout) and be at most
+# this large (geth caps a batch's answer at 25 MB): past either, that provider failed the request.
+RPC_ANSWER_DEADLINE_SECONDS = env_int("RPC_ANSWER_DEADLINE_SECONDS", 30)
+RPC_MAX_ANSWER_BYTES = env_int("RPC_MAX_ANSWER_BYTES", 32_000_000)
 # A provider that answers 429: its Retry-After is waited out up to this many seconds, this many times a request.
 RPC_RETRY_AFTER_MAX_SECONDS = env_int("RPC_RETRY_AFTER_MAX_SECONDS", 2)
 RPC_RATE_LIMIT_RETRIES = env_int("RPC_RATE_LIMIT_RETRIES", 3)

@@ -53,6 +53,10 @@ class RpcProxy:
         self.full_blocks = 0  # eth_getBlockByNumber calls that asked for the transactions
         self.answer_bytes = 0
         self.rate_limit_every: int | None = None  # every Nth HTTP request: 429, Retry-After: 1
+        # Methods this provider does not serve: answered in an HTTP 200 with -32601, as a plan without them does.
+        self.refused_methods: set[str] = set()
+        self.drip_seconds: float | None = None  # each byte of an answer this long after the one before
+        self.padding = 0  # bytes of spaces before each answer (valid JSON, as large as a provider's worst)
         self.rate_limited = 0
         self.requests = 0
         self.http_requests = 0
@@ -79,6 +83,7 @@ class RpcProxy:
                     proxy.largest_answer = max(proxy.largest_answer, len(answer))
                 proxy.answer_bytes += len(answer)
                 time.sleep(proxy.delay)
+                answer = b" " * proxy.padding + answer
                 try:
                     self.send_response(status)
                     if status == 429:
@@ -86,9 +91,15 @@ class RpcProxy:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(answer)))
                     self.end_headers()
-                    self.wfile.write(answer)
+                    if proxy.drip_seconds is None:
+                        self.wfile.write(answer)
+                    else:  # a slow point on the way: every byte comes, none fast enough to matter
+                        for offset in range(len(answer)):
+                            self.wfile.write(answer[offset : offset + 1])
+                            self.wfile.flush()
+                            time.sleep(proxy.drip_seconds)
                 except OSError:
-                    pass  # the client is gone (a worker killed while it waited)
+                    pass  # the client is gone (a worker killed while it waited, or it gave up)
 
             def log_message(self, *args) -> None:
                 pass
@@ -147,7 +158,7 @@ class RpcProxy:
                 return {"jsonrpc": "2.0", "id": first, "error": {"code": -32600, "message": "batch too large"}}
         refusals = {}
         for call in body if isinstance(body, list) else [body]:
-            refusal = self._range_refusal(call)
+            refusal = self._method_refusal(call) or self._range_refusal(call)
             if refusal is not None:
                 refusals[call.get("id")] = refusal
         allowed = [call for call in (body if isinstance(body, list) else [body]) if call.get("id") not in refusals]
@@ -174,6 +185,12 @@ class RpcProxy:
                 answer = {"jsonrpc": "2.0", "id": answer.get("id"), "error": error}
             capped.append(answer)
         return capped
+
+    def _method_refusal(self, call: dict) -> dict | None:
+        if call.get("method") not in self.refused_methods:
+            return None
+        message = f"the method {call.get('method')} does not exist/is not available"
+        return {"jsonrpc": "2.0", "id": call.get("id"), "error": {"code": -32601, "message": message}}
 
     def _range_refusal(self, call: dict) -> dict | None:
         if call.get("method") != "eth_getLogs" or self.log_range_cap is None:
