@@ -18,7 +18,7 @@ from django.http import HttpRequest, JsonResponse
 
 from config.celery import app as celery_app
 from payments.models import Network
-from payments.networks import rpc_client, rpc_urls
+from payments.networks import rpc_client, rpc_urls, single_provider_warning
 from payments.rpc import RpcError
 
 BROKER_TIMEOUT_SECONDS = 2
@@ -73,6 +73,8 @@ def _verifier(network: Network) -> dict:
         "error": network.rpc_error,
         "checked_at": network.rpc_checked_at,
         "head_block": network.head_block,
+        "providers": len(rpc_urls(network)),
+        "warning": single_provider_warning(network),
     }
 
 

@@ -37,7 +37,7 @@ from payments.models import (
     Sweep,
     UnexpectedOutflow,
 )
-from payments.networks import rpc_env_name, rpc_urls
+from payments.networks import rpc_env_name, rpc_urls, single_provider_warning
 from payments.refunds import RefundDecisionError, refund_decide, refund_goodwill_open, refund_goodwill_refusal
 from payments.review import (
     Decision,
@@ -77,6 +77,11 @@ class NetworkAdmin(admin.ModelAdmin):
     def verifier(self, network: Network) -> str:
         if not rpc_urls(network):
             return f"not offered: set {rpc_env_name(network.slug)}"
+        warning = single_provider_warning(network)
+        return f"{self._verifier_state(network)}; {warning}" if warning else self._verifier_state(network)
+
+    @staticmethod
+    def _verifier_state(network: Network) -> str:
         if network.rpc_ok is False:
             return f"DOWN, not offered: {network.rpc_error}"
         if network.rpc_ok is None:

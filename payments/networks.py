@@ -18,6 +18,7 @@ from payments.quotes import fresh_rate_cutoff
 from payments.rpc_config import rpc_client as rpc_client  # `as`: re-exported for callers (mypy sees it)
 from payments.rpc_config import rpc_env_name as rpc_env_name
 from payments.rpc_config import rpc_urls as rpc_urls
+from payments.rpc_config import single_provider_warning as single_provider_warning
 
 # Sent when a network's health record goes from up to down or back: what offers networks drops its copy.
 network_health_changed = Signal()

@@ -11,6 +11,10 @@
   second provider to agree when two or more RPC URLs are configured: one provider that drops a receipt
   (or lags on an old fork) neither un-credits nor confirms. Providers that disagree change nothing; the
   credit's evidence keeps the last disagreement (`last_dispute`). With one URL configured, its word is enough.
+- Becoming final needs a second provider too (issue 39): it must return the same Transfer log in the same block
+  (by hash). A provider can forge a log and a receipt that agree with each other; a credit only it reports stays
+  not final, with the disagreement in its evidence. When no second provider answers, the one that did is trusted
+  alone, as for the head.
 - A final credit that a reorg changes is not un-paid silently: the caller sends the order to a reviewer.
 """
 
@@ -23,7 +27,7 @@ from typing import Any
 
 from django.conf import settings
 
-from payments.credits import credit_move, credit_remove
+from payments.credits import NATIVE_LOG_INDEX, TRANSFER_TOPIC, credit_move, credit_remove, topic_address
 from payments.models import Credit, Network
 from payments.rpc import RpcClient, RpcUnavailable
 
@@ -67,7 +71,7 @@ def credits_reconfirm(
 ) -> Reconfirmed:
     """One pass over the network's credits: at most three requests when nothing changed on the chain."""
     result = Reconfirmed()
-    pending = list(Credit.objects.on_chain().filter(network=network, final=False))
+    pending = list(Credit.objects.on_chain().filter(network=network, final=False).select_related("payment"))
     watched = final_credits_watched(network, now)
     top = max(watched, key=lambda credit: credit.block_number, default=None)
     calls = [("eth_getTransactionReceipt", [credit.tx_hash]) for credit in pending]
@@ -90,11 +94,19 @@ def credits_reconfirm(
                 deep.add(credit.pk)
     first = client.last_url
     agreed, others = _second_opinion(client, suspects)
+    ripe = [
+        c for c in pending if receipt_state(c, receipts[c.pk]) == OK and is_final(network, c.block_number, head, final)
+    ]
+    held, voucher = _unvouched(client, ripe, first=first)
 
     for credit in pending:
         result.payments.add(credit.payment_id)
-        if receipt_state(credit, receipts[credit.pk]) == OK:
-            _confirmations_update(network, credit, head, final)
+        if receipt_state(credit, receipts[credit.pk]) != OK:
+            continue
+        if credit.pk in held:
+            _unvouched_note(credit, first=first, other=voucher)
+            result.disputed += 1
+        _confirmations_update(network, credit, head, final, vouched=credit.pk not in held)
     for credit in suspects:
         receipt = receipts[credit.pk]
         if credit.pk not in agreed:
@@ -133,6 +145,47 @@ def _second_opinion(client: RpcClient, suspects: list[Credit]) -> tuple[set[int]
     return agreed, client.last_url
 
 
+def _unvouched(client: RpcClient, credits: list[Credit], *, first: str | None) -> tuple[set[int], str | None]:
+    """(the credits about to become final whose transfer no second provider returns, that provider's URL). A
+    provider can forge a log and a receipt that agree with each other (issue 39): before a credit is final, a second
+    provider must return the same log, in the same block by the same hash. With one provider configured, or only
+    one answering now, its word is all there is, as for the head (scan.agreed_head): an outage of one provider
+    does not stop confirmations; /healthz and the admin's network list say when one URL is configured."""
+    if not credits or not client.can_cross_check:
+        return set(), None
+    try:
+        answers = client.batch(
+            [("eth_getTransactionReceipt", [credit.tx_hash]) for credit in credits], avoid={first} if first else ()
+        )
+    except RpcUnavailable as exc:
+        log.warning("no second provider answered to vouch for %d credit(s): trusted alone: %s", len(credits), exc)
+        return set(), None
+    held = {credit.pk for credit, receipt in zip(credits, answers, strict=True) if not same_transfer(credit, receipt)}
+    return held, client.last_url
+
+
+def same_transfer(credit: Credit, receipt: dict[str, Any] | None) -> bool:
+    """Whether a receipt holds the credit's transfer: successful, in the credit's block (by hash), and for a token
+    the same Transfer log (contract, index, recipient, amount). A coin transfer has no log: its receipt in that
+    block is what a second provider can confirm."""
+    if receipt_state(credit, receipt) != OK or receipt is None:
+        return False
+    if credit.log_index == NATIVE_LOG_INDEX:
+        return True
+    for entry in receipt.get("logs") or []:
+        topics = entry.get("topics") or []
+        if (
+            int(entry.get("logIndex", "-0x1"), 16) == credit.log_index
+            and str(entry.get("address", "")).lower() == credit.token_contract.lower()
+            and len(topics) == 3
+            and topics[0] == TRANSFER_TOPIC
+            and topic_address(topics[2]) == credit.payment.address.lower()
+            and int(entry.get("data") or "0x0", 16) == int(credit.amount_base_units)
+        ):
+            return True
+    return False
+
+
 def is_final(network: Network, block_number: int, head: int, final_block: int | None) -> bool:
     """The network's one rule: N confirmations from the agreed head, or at or below its safe/finalized block."""
     if network.finality_tag is None:
@@ -140,9 +193,11 @@ def is_final(network: Network, block_number: int, head: int, final_block: int | 
     return final_block is not None and block_number <= final_block
 
 
-def _confirmations_update(network: Network, credit: Credit, head: int, final_block: int | None) -> None:
+def _confirmations_update(
+    network: Network, credit: Credit, head: int, final_block: int | None, *, vouched: bool = True
+) -> None:
     confirmations = head - credit.block_number + 1
-    final = is_final(network, credit.block_number, head, final_block)
+    final = vouched and is_final(network, credit.block_number, head, final_block)
     Credit.objects.filter(pk=credit.pk).update(confirmations=max(confirmations, 0), final=final)
 
 
@@ -173,7 +228,16 @@ def _dispute_note(credit: Credit, *, first: str | None, receipt: dict[str, Any] 
         if other
         else "no other provider answered to confirm it"
     )
-    note = f"RPC providers disagree: {_host(first)} had {found}; {backing}"
+    _note(credit, f"RPC providers disagree: {_host(first)} had {found}; {backing}")
+
+
+def _unvouched_note(credit: Credit, *, first: str | None, other: str | None) -> None:
+    """The first provider has the transfer and the second does not return it: it waits, not final, and says why."""
+    had = f"{_host(first)} had it in block {credit.block_number}"
+    _note(credit, f"RPC providers disagree: {had}; {_host(other)} returns no such transfer")
+
+
+def _note(credit: Credit, note: str) -> None:
     evidence = credit.evidence if isinstance(credit.evidence, dict) else {}
     log.warning("credit %s:%s: %s", credit.tx_hash, credit.log_index, note)
     if evidence.get("last_dispute") != note:

@@ -25,3 +25,12 @@ def rpc_urls(network: Network) -> list[str]:
 
 def rpc_client(network: Network) -> RpcClient:
     return RpcClient(rpc_urls(network), max_head_age=network.max_head_age_seconds)
+
+
+SINGLE_PROVIDER_WARNING = "one provider: its word is not checked by a second (set two URLs from two providers)"
+
+
+def single_provider_warning(network: Network) -> str | None:
+    """Said in /healthz and the admin's network list where one URL is configured: a credit then rests on that
+    provider's word alone (payments.reconfirm asks a second one before a credit is final)."""
+    return SINGLE_PROVIDER_WARNING if len(rpc_urls(network)) == 1 else None
