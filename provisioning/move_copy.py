@@ -87,7 +87,7 @@ class _Tool:
         if self.node.accounts_root:
             argv += ["--users-prefix", self.node.accounts_root]
         result = self.driver.run(argv, timeout=timeout)
-        if result.exit_code == 1:
+        if result.exit_code in (1, 2):  # refused, or its arguments refused: this file's problem, not the node's
             raise FileRefused(result.stderr.strip()[-300:])
         if result.exit_code != 0:
             raise DriverError(f"move_files {command} on {self.node.name} failed ({result.exit_code}): "
@@ -180,7 +180,8 @@ def _copy_file(old: Driver, new: Driver, old_tool: _Tool, new_tool: _Tool, *, it
     while True:
         length = min(CHUNK_BYTES, size - offset)
         try:
-            old_tool("read", "--root", item["root"], "--path", path, "--offset", str(offset), "--length", str(length),
+            # `--path=P`: one word, so a name that starts with "-" is never read as an option (issue 39)
+            old_tool("read", "--root", item["root"], f"--path={path}", "--offset", str(offset), "--length", str(length),
                      "--out", chunk_in)
             data = old.get_file(chunk_in)
         except DriverError as exc:
@@ -190,7 +191,7 @@ def _copy_file(old: Driver, new: Driver, old_tool: _Tool, new_tool: _Tool, *, it
         new.put_file(data, chunk_out, mode=0o600)
         last = offset + length >= size
         extra = ["--last", "--size", str(size), "--sha256", item["sha256"], "--mode", f"{item['mode']:o}"]
-        new_tool("write", "--root", target, "--path", path, "--offset", str(offset), "--from", chunk_out,
+        new_tool("write", "--root", target, f"--path={path}", "--offset", str(offset), "--from", chunk_out,
                  *(extra if last else []))
         offset += length
         if last:

@@ -337,3 +337,29 @@ def test_the_spares_key_and_account_expire_with_the_rental_not_a_new_one(sandbox
     expires_day = (dt.date(1970, 1, 1) + dt.timedelta(days=int(sandbox_sshd.entry("shadow", account)[7]))).isoformat()
     assert expires_day == account_expiry_day(backstop)
     assert AccessGrant.objects.get(order=order, node=spare).ends_at == ends_at
+
+
+@pytest.mark.django_db
+def test_a_file_named_like_an_option_is_copied_and_stops_no_other_file(private_sshd, sandbox_sshd, node_on, paid_order,
+                                                                       customer_key):
+    # Given the order's account on two nodes, with a top-level file named "-notes.txt" (sorted first), one named
+    # "--root=x" and a checkpoint after them
+    uids_apart(private_sshd)
+    node_a = node_on(private_sshd, "node-a")
+    node_b = node_on(sandbox_sshd, "node-b")
+    order = paid_order()
+    grant_a = granted_on(node_a, order)
+    granted_on(node_b, order)
+    account = account_name(order)
+    as_tenant(private_sshd, account, customer_key,
+              "cd ~ && printf notes > ./-notes.txt && printf x > ./--root=x && head -c 5000 /dev/urandom > ckpt.pt")
+
+    # When the files are copied for a move
+    report = move_copy(old_grant=grant_a, new_node=node_b)
+
+    # Then every file arrived with its bytes, and the old node was never taken for lost (before: "-notes.txt" was
+    # read as an option, the tool's usage error taken for a lost node, and no file after it copied)
+    home_a, home_b = private_sshd.home(account), sandbox_sshd.home(account)
+    assert report["error"] == "" and report["not_copied"] == [], report
+    for name in ("-notes.txt", "--root=x", "ckpt.pt"):
+        assert (home_b / name).read_bytes() == (home_a / name).read_bytes()
