@@ -144,6 +144,20 @@ def redis_answering(url: str) -> str:
     return url
 
 
+def wait_while_running(
+    process: subprocess.Popen, condition, what: str, seconds: float, output, name: str, interval: float = 0.1
+):
+    """Poll `condition` until it is truthy; fail with `output()` if `process` exits first or the time runs out."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        assert process.poll() is None, f"the {name} exited ({process.returncode}):\n{output()}"
+        time.sleep(interval)
+    pytest.fail(f"{what} within {seconds} s; the {name}'s output:\n{output()}")
+
+
 # The worker's default queue is its own queue too: tasks it enqueues itself (the scan that follows a notice,
 # the emails) come back to it, never to a shared queue that another worker might consume.
 WORKER_SCRIPT = """
@@ -191,14 +205,7 @@ class CeleryWorker:
 
     def wait_for(self, condition, what: str, seconds: float = 30.0):
         """Poll `condition` until it is truthy; fail with the worker's output if it is not in time."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            result = condition()
-            if result:
-                return result
-            assert self.process.poll() is None, f"the {self.name} exited:\n{self.output()[-6000:]}"
-            time.sleep(0.1)
-        pytest.fail(f"{what} within {seconds} s; {self.name} output:\n{self.output()[-6000:]}")
+        return wait_while_running(self.process, condition, what, seconds, lambda: self.output()[-6000:], self.name)
 
     def wait_ready(self, seconds: float = 30.0) -> CeleryWorker:
         self.wait_for(lambda: " ready." in self.output(), "the worker did not connect", seconds)

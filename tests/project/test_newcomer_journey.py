@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from core.local_postgres import Cluster, running_port
 from tests.browser.checks import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, chromium_missing
-from tests.servers import ROOT, clean_environment, free_port
+from tests.servers import ROOT, clean_environment, free_port, wait_while_running
 
 START_SECONDS = 300  # a fresh cluster, the migrations, three nodes, the test tokens, then the worker and beat
 PAID_WITHIN_SECONDS = 60  # the bound: paid within a minute of the transfer
@@ -110,14 +110,7 @@ def answers(url: str) -> bool:
 
 
 def wait_until(condition, what: str, seconds: float, stack: DevStack):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        assert stack.process.poll() is None, f"make run's stack exited ({stack.process.returncode}):\n{stack.output()}"
-        time.sleep(0.5)
-    pytest.fail(f"{what} within {seconds} s; the stack's output:\n{stack.output()}")
+    return wait_while_running(stack.process, condition, what, seconds, stack.output, "make run stack", interval=0.5)
 
 
 @pytest.fixture

@@ -264,6 +264,19 @@ def test_with_no_working_spare_the_move_waits_the_customer_is_told_and_staff_see
     assert "Rental to move" in console and "Move to a spare node" in console
 
 
+def account_on_two_nodes(old_server, new_server, node_on, paid_order, scratch: str = ""):
+    """A paid order's account on node-a (the old node, `old_server`) and node-b: (node-a's grant, node-b, the
+    account), as a move finds them before its copy."""
+    uids_apart(old_server)
+    scratch_paths = f"{scratch}\n" if scratch else ""
+    node_a = node_on(old_server, "node-a", scratch_paths=scratch_paths)
+    node_b = node_on(new_server, "node-b", scratch_paths=scratch_paths)
+    order = paid_order()
+    grant_a = granted_on(node_a, order)
+    granted_on(node_b, order)
+    return grant_a, node_b, account_name(order)
+
+
 def granted_on(node, order):
     """The order's account on the node, as the preparation's grant step makes it (without the preflight)."""
     run_ = PreparationRun.objects.create(order=order, node=node, requested_by="olga")
@@ -278,13 +291,7 @@ def test_the_copy_keeps_to_its_size_limit_and_a_copy_run_again_skips_what_the_sp
     private_sshd, sandbox_sshd, node_on, paid_order, customer_key, settings, monkeypatch
 ):
     # Given the order's account on two nodes, and two checkpoints in its home on node-a (one of several chunks)
-    uids_apart(private_sshd)
-    node_a = node_on(private_sshd, "node-a", scratch_paths=f"{SCRATCH}\n")
-    node_b = node_on(sandbox_sshd, "node-b", scratch_paths=f"{SCRATCH}\n")
-    order = paid_order()
-    grant_a = granted_on(node_a, order)
-    granted_on(node_b, order)
-    account = account_name(order)
+    grant_a, node_b, account = account_on_two_nodes(private_sshd, sandbox_sshd, node_on, paid_order, SCRATCH)
     as_tenant(private_sshd, account, customer_key,
               "cd ~ && head -c 2500000 /dev/urandom > big.pt && head -c 1000 /dev/urandom > small.pt")
     monkeypatch.setattr(move_copy_module, "CHUNK_BYTES", 1 << 20)
@@ -344,13 +351,7 @@ def test_a_file_named_like_an_option_is_copied_and_stops_no_other_file(private_s
                                                                        customer_key):
     # Given the order's account on two nodes, with a top-level file named "-notes.txt" (sorted first), one named
     # "--root=x" and a checkpoint after them
-    uids_apart(private_sshd)
-    node_a = node_on(private_sshd, "node-a")
-    node_b = node_on(sandbox_sshd, "node-b")
-    order = paid_order()
-    grant_a = granted_on(node_a, order)
-    granted_on(node_b, order)
-    account = account_name(order)
+    grant_a, node_b, account = account_on_two_nodes(private_sshd, sandbox_sshd, node_on, paid_order)
     as_tenant(private_sshd, account, customer_key,
               "cd ~ && printf notes > ./-notes.txt && printf x > ./--root=x && head -c 5000 /dev/urandom > ckpt.pt")
 
