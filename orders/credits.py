@@ -5,8 +5,8 @@ same transaction, under the order's row lock.
 Downtime credits are capped per rental by DOWNTIME_CREDIT_CAP_HOURS (the terms page says so): past the cap a
 credit is still recorded, with the seconds it could give (0) and the downtime it measured (`asked_seconds`), so
 the customer and staff see both. One credit per downtime episode of a node (a unique constraint): a probe or a
-task that runs twice credits it once. Staff add or remove time with a reason; removing never puts the end in
-the past.
+task that runs twice credits it once; two nodes of a rental down at the same time give those hours back once.
+Staff add or remove time with a reason; removing never puts the end in the past.
 
 `rental_end_moved` is sent inside that transaction (with `order`, `ends_at` and `credit`): provisioning moves
 the live grants' end and the nodes' key backstop with it, as for an extension.
@@ -49,6 +49,24 @@ def downtime_credited_seconds(order: Order) -> int:
     return int(total or 0)
 
 
+def downtime_covered_seconds(order: Order, start: dt.datetime, end: dt.datetime) -> int:
+    """Seconds of [start, end) inside the windows of the rental's downtime credits so far (their union)."""
+    windows = sorted(
+        (max(start, down_from), min(end, down_until))
+        for down_from, down_until in order.credits.filter(kind=CreditKind.DOWNTIME).values_list(
+            "down_from", "down_until"
+        )
+        if down_from is not None and down_until is not None and down_from < end and down_until > start
+    )
+    covered, reached = 0.0, start
+    for begins, ends in windows:
+        begins = max(begins, reached)
+        if ends > begins:
+            covered += (ends - begins).total_seconds()
+            reached = ends
+    return int(covered)
+
+
 def rental_downtime_credit(
     *, order_id: int, node_id: int, down_from: dt.datetime, down_until: dt.datetime, actor: str = "system"
 ) -> RentalCredit | None:
@@ -63,13 +81,17 @@ def rental_downtime_credit(
             return existing
         if order.status != OrderStatus.ACTIVE or order.ends_at is None:
             return None
-        asked = int((min(down_until, order.ends_at) - down_from).total_seconds())
+        window_end = min(down_until, order.ends_at)
+        asked = int((window_end - down_from).total_seconds())
         if asked <= 0:
             return None
+        # A multi-lot rental's nodes down at the same time lose the rental those hours once (issue 39).
+        covered = downtime_covered_seconds(order, down_from, window_end)
         room = max(0, settings.DOWNTIME_CREDIT_CAP_HOURS * 3600 - downtime_credited_seconds(order))
-        seconds = min(asked, room)
-        capped = " (capped: the rental's downtime credit is used up)" if seconds < asked else ""
-        reason = f"downtime of {_duration(asked)} seen by the health probes{capped}"
+        seconds = min(asked - covered, room)
+        capped = " (capped: the rental's downtime credit is used up)" if seconds < asked - covered else ""
+        overlap = f", {_duration(covered)} of it given back already for another node" if covered else ""
+        reason = f"downtime of {_duration(asked)} seen by the health probes{overlap}{capped}"
         return _credit_write(
             order=order,
             kind=CreditKind.DOWNTIME,

@@ -42,7 +42,11 @@ THROTTLE_PREFIXES = ("clocks_event_reasons", "clocks_throttle_reasons")
 THROTTLE_FAIL = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 # XIDs a tenant's own program causes (a bad kernel, an MMU fault, a stopped channel): shown, not the node's fault.
 APPLICATION_XIDS = {13, 31, 43, 45, 68, 69}
-XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)")
+# The NVIDIA driver's own record, read whole: the message itself starts with "NVRM: Xid" (after dmesg's stamp, or
+# the journal's "<host> kernel: "). Text that merely contains it is never an XID: a tenant's program can put any
+# text in a kernel line of its own (a trap line quotes the faulting file's name), never at the message's start
+# (issue 39: "traps: ... in x NVRM: Xid (PCI:...): 79, ..." made a node degraded and credited time).
+XID_LINE = re.compile(r"^\s*\[\s*\d+(?:\.\d+)?\]\s(?:\S+ kernel: )?NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
 STAMP = re.compile(r"^\s*\[\s*(\d+(?:\.\d+)?)\]")
 SPEED = re.compile(r"(\d+(?:\.\d+)?)\s*GB/s", re.IGNORECASE)
 GPU_LINE = re.compile(r"^GPU (\d+):")
@@ -219,7 +223,7 @@ def evaluate_xids(text: str, after: float | None) -> tuple[dict, float | None]:
         seconds = float(stamp.group(1)) if stamp else None
         if seconds is not None:
             last = seconds if last is None else max(last, seconds)
-        xid = XID_LINE.search(line)
+        xid = XID_LINE.match(line)
         if xid is None or (after is not None and (seconds is None or seconds <= after)):
             continue
         code = int(xid.group(2))

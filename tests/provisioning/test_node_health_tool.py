@@ -5,12 +5,16 @@ new XID errors fail; what it cannot read is a warning or a skip with the reason,
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from provisioning.node_tools import health
 from tests.provisioning.preflight.fake_tools import UUIDS, nvlink_status
+from tests.servers import server_missing
 
 TOOL = Path(health.__file__)
 
@@ -75,6 +79,55 @@ def test_an_xid_after_the_cursor_fails_once_and_the_next_read_skips_it():
     assert again == {"check": "xid", "status": "pass", "detail": "no new XID error in the kernel log"}
     # A tenant's own program faulting (XID 13) is shown, not held against the node
     assert health.evaluate_xids(log + XID_13 + "\n", last)[0]["status"] == "warn"
+
+
+# A tenant's program (no root) that runs an invalid instruction from the file named on its command line, mapped
+# executable: the kernel logs "traps: ... trap invalid opcode ... in <the file's name>[...]" (issue 39).
+TRAP = """
+import ctypes, os, sys
+with open(sys.argv[1], "wb") as handle:
+    handle.write(b"\\x0f\\x0b" + b"\\x90" * 4094)  # ud2
+libc = ctypes.CDLL(None)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+address = libc.mmap(None, 4096, 0x1 | 0x4, 0x02, os.open(sys.argv[1], os.O_RDONLY), 0)  # read | exec, private
+ctypes.CFUNCTYPE(None)(address)()
+"""
+FORGED_NAME = "x NVRM: Xid (PCI:0000:1b:00): 79, pid=1, GPU has fallen off the bus"
+
+
+def test_a_tenants_own_trap_line_that_quotes_an_xid_is_no_gpu_fault(tmp_path):
+    # Given the real kernel log, and a tenant program (as nobody, where the suite runs as root) that faults in a file
+    # named like the driver's "XID 79, fallen off the bus" line
+    text, source = health.kernel_log()
+    if text is None:
+        server_missing(f"a readable kernel log ({source})")
+    before = health.evaluate_xids(text, None)[1]
+    folder = Path(tempfile.mkdtemp(prefix="tenant-"))
+    folder.chmod(0o777)
+    as_tenant = {"user": 65534, "group": 65534, "extra_groups": []} if os.geteuid() == 0 else {}
+    crashed = subprocess.run(["/usr/bin/python3", "-c", TRAP, str(folder / FORGED_NAME)], timeout=60, **as_tenant)
+    assert crashed.returncode == -signal.SIGILL
+
+    # When the probe reads the kernel log past its cursor
+    text = health.kernel_log()[0]
+    assert "trap invalid opcode ip:" in text and f"in {FORGED_NAME}[" in text  # the kernel logged the attack
+    result, _ = health.evaluate_xids(text, before)
+
+    # Then the trap line is no XID: only the driver's own NVRM records, read whole, count (before: XID 79, fail)
+    assert result == {"check": "xid", "status": "pass", "detail": "no new XID error in the kernel log"}, result
+
+
+def test_an_xid_record_counts_as_dmesg_and_the_journal_print_it_and_never_inside_another_message():
+    driver = "NVRM: Xid (PCI:0000:1b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+    for line in (f"[ 9000.250000] {driver}", f"[ 9000.250000] gpu-node-1 kernel: {driver}"):
+        assert health.evaluate_xids(line + "\n", None)[0]["status"] == "fail", line
+    for line in (
+        f"[ 9000.250000] traps: python3[77] trap invalid opcode ip:7f00 sp:7ff0 error:0 in x {driver}[0,7f00+1000]",
+        f"[ 9000.250000] audit: type=1400 msg='{driver}'",
+        f"[ 9000.250000] NVRM: Xid (PCI:[1234]: segfault at 0 ip 0 sp 0 error 4 in {driver}",
+    ):
+        assert health.evaluate_xids(line + "\n", None)[0]["status"] == "pass", line
 
 
 def test_a_cursor_of_another_boot_reads_the_log_from_its_start():

@@ -111,6 +111,28 @@ def test_the_same_downtime_episode_credited_twice_is_given_back_once(rental):
     assert order.ends_at == end + 2 * HOUR
 
 
+def test_two_nodes_of_a_rental_down_at_the_same_time_give_those_hours_back_once(rental, make_node, settings):
+    # Given a running rental on two nodes (a two-lot order: each node's episode is credited on its own), and room
+    # under the cap for all of it
+    settings.DOWNTIME_CREDIT_CAP_HOURS = 72
+    order = rental()
+    end = order.ends_at
+    first, second = Node.objects.first(), make_node()
+    start = timezone.now() - 5 * HOUR
+
+    # When the first was down for 2 hours, and the second for 2 hours from an hour after the first went down
+    one = rental_downtime_credit(order_id=order.pk, node_id=first.pk, down_from=start, down_until=start + 2 * HOUR)
+    two = rental_downtime_credit(
+        order_id=order.pk, node_id=second.pk, down_from=start + HOUR, down_until=start + 3 * HOUR
+    )
+
+    # Then the rental lost 3 hours, and 3 hours are given back (before: 4, each node's hours counted)
+    assert (one.seconds, two.seconds, two.asked_seconds) == (7200, 3600, 7200)
+    assert "1 h 00 min of it given back already for another node" in two.reason
+    order.refresh_from_db()
+    assert order.ends_at == end + 3 * HOUR
+
+
 def test_downtime_after_the_rental_s_planned_end_is_not_given_back(rental):
     # Given a rental whose end came while its node was down (its revocation waits for the node)
     order = rental()
