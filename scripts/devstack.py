@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ PY = sys.executable
 ANVIL = ROOT / "node_modules" / ".bin" / "anvil"
 DEV_NODES = ["dev-node-1", "dev-node-2", "dev-node-3"]
 STOP_SECONDS = 10
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2), Linux
 
 
 def rpc_answers(url: str) -> bool:
@@ -96,10 +98,47 @@ class Stack:
             except ClusterError as error:
                 print(f"devstack: the database did not stop: {error}", file=sys.stderr)
 
+        orphans_stop()
+
     @staticmethod
     def _signal(child: subprocess.Popen, number: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, number)
+
+
+def become_subreaper() -> None:
+    """Processes the stack's own processes started in a session of their own (the development nodes' preflight and
+    access tool) are handed to this process when their parent dies, not to init: Ctrl-C can stop them too."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def orphans_stop() -> None:
+    """SIGKILL whatever is left as this process's child (and its process group), and reap it."""
+    for _ in range(50):
+        orphans = [
+            int(entry.name)
+            for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and _parent(entry) == os.getpid()
+        ]
+        if not orphans:
+            return
+        for pid in orphans:
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgid(pid), signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.1)
+
+
+def _parent(entry: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        stat = entry.joinpath("stat").read_text()
+        return int(stat[stat.rindex(")") + 2 :].split()[1])
+    return None
 
 
 def manage(*args: str) -> None:
@@ -161,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["RUN_DIR"] = str(run_dir)  # the settings of every process read the same folder
     os.environ.setdefault("SITE_URL", f"http://127.0.0.1:{options.port}")  # the links in emails
 
+    become_subreaper()
     stack = Stack()
     # A SIGTERM (a supervisor, a test) stops the stack as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))

@@ -286,3 +286,28 @@ def test_make_run_carries_a_newcomer_from_order_to_access_and_ctrl_c_leaves_noth
         assert not port_held(port), f"port {port} is still held after Ctrl-C"
     timings["whole journey"] = time.monotonic() - began
     print("newcomer journey:", ", ".join(f"{what} {seconds:.0f} s" for what, seconds in timings.items()))
+
+
+ORPHAN_LEFT = """
+import os, subprocess, sys, time
+sys.path.insert(0, os.getcwd())
+from scripts import devstack
+devstack.become_subreaper()
+# A child that starts a process in a session of its own and dies (a worker killed mid-preflight)
+started = subprocess.run(["sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!"], capture_output=True)
+orphan = int(started.stdout)
+time.sleep(0.2)
+print("adopted", open(f"/proc/{orphan}/stat").read().split(")")[1].split()[1] == str(os.getpid()))
+devstack.orphans_stop()
+print("left", os.path.exists(f"/proc/{orphan}"))
+"""
+
+
+def test_ctrl_c_also_stops_what_the_stacks_processes_started_in_sessions_of_their_own():
+    # Given the stack's process, and a process one of its children started with setsid before dying (as the
+    # development nodes' preflight runs, when Ctrl-C comes in the middle of a preparation)
+    done = subprocess.run([sys.executable, "-c", ORPHAN_LEFT], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    # Then the orphan was handed to the stack's process, which stopped it on the way out
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["adopted", "True", "left", "False"]
