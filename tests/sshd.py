@@ -189,8 +189,9 @@ class SandboxSshd:
             "KbdInteractiveAuthentication no",
             "PubkeyAuthentication yes",
             "PermitRootLogin prohibit-password",
-            # Customers: the file access.py writes. sshd checks its modes, as on a real node.
-            "AuthorizedKeysFile .ssh/authorized_keys",
+            # Customers: OpenSSH's stock setting, as on a real node (issue 39: a key the tenant puts in the second
+            # file must not outlive a rekey or the data window). sshd checks their modes.
+            "AuthorizedKeysFile .ssh/authorized_keys .ssh/authorized_keys2",
             "StrictModes yes",
             "Subsystem sftp internal-sftp",
             "UseDNS no",

@@ -412,6 +412,26 @@ def _read_authorized_keys(ssh_fd: int) -> str | None:
         os.close(fd)
 
 
+# Key files OpenSSH reads by default besides authorized_keys (`AuthorizedKeysFile .ssh/authorized_keys
+# .ssh/authorized_keys2`): a key the tenant planted there would outlive a rekey and the data window (issue 39).
+OTHER_KEY_FILES = ("authorized_keys2",)
+
+
+def _other_key_files_remove(ssh_fd: int) -> list:
+    """Remove every key file of ~/.ssh that sshd may read other than the one this tool writes (a link or a file,
+    never followed; a folder there is no key file to sshd). Returns the names removed."""
+    removed = []
+    for name in OTHER_KEY_FILES:
+        try:
+            info = os.stat(name, dir_fd=ssh_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(name, dir_fd=ssh_fd)
+            removed.append(name)
+    return removed
+
+
 def _write_authorized_keys(ssh_fd: int, content: str, uid: int, gid: int) -> None:
     partial = f".authorized_keys.{os.getpid()}"
     with contextlib.suppress(FileNotFoundError):
@@ -698,6 +718,7 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
         os.makedirs(home, 0o700)
         changed = True
     with _owned_ssh_dir(home, entry) as ssh_fd:
+        _other_key_files_remove(ssh_fd)
         if _read_authorized_keys(ssh_fd) != line:
             _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
             changed = True
@@ -731,6 +752,7 @@ def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None
     if entry.get("shell") == GRACE_SHELL:
         raise Refused(f"the account {account} is in its data window (read-only SFTP): its key is not replaced")
     with _owned_ssh_dir(users.path(entry["home"]), entry) as ssh_fd:
+        _other_key_files_remove(ssh_fd)  # a replaced (perhaps leaked) key planted there would still log in
         current = _read_authorized_keys(ssh_fd) or ""
         if current.strip() and not KEY_LINE.match(current.strip()):
             # A key with other options (restrict, command=...) is limited on purpose: never widened here.
@@ -1081,6 +1103,7 @@ def _limit_key(users: Users, entry: dict, server: str, until: dt.datetime) -> bo
     try:
         ssh_fd = _ssh_dir(home_fd)
         try:
+            _other_key_files_remove(ssh_fd)
             current = _read_authorized_keys(ssh_fd) or ""
             key = _installed_key(current)
             if key is None:

@@ -101,6 +101,23 @@ def test_a_tenants_loop_rewriting_its_key_gets_no_shell_in_the_data_window(acces
     assert "uid=" not in tried.stdout, tried.stdout
 
 
+def test_a_key_planted_in_authorized_keys2_gives_no_shell_in_the_data_window(access, sshd, account, make_ssh_key):
+    # Given a tenant (on an sshd with OpenSSH's stock AuthorizedKeysFile) who put a second key of its own, with no
+    # restriction, in authorized_keys2
+    key, planted = make_ssh_key(), make_ssh_key("planted@laptop")
+    assert access.grant(account, key).exit_code == 0
+    with login(sshd, account, key) as session:
+        session.put_file(planted.public.encode() + b"\n", f"/home/{account}/.ssh/authorized_keys2")
+
+    # When the data window opens
+    assert access("grace", "--account", account, "--until", UNTIL.isoformat()).exit_code == 0
+
+    # Then the planted key opens nothing (before: a shell, and the cards, for the whole window)
+    tried = ssh_command(sshd, planted.private, account, "id")
+    assert "uid=" not in tried.stdout, tried.stdout
+    assert not (sshd.home(account) / ".ssh" / "authorized_keys2").exists()
+
+
 def test_a_deleted_key_file_never_keeps_the_tenants_processes_alive(access, sshd, account, make_ssh_key):
     # Given a tenant who deleted its authorized_keys and left a job running
     key = make_ssh_key()

@@ -53,6 +53,24 @@ def test_a_rekeyed_account_opens_with_the_new_key_only_and_keeps_its_expiry(acce
     assert (info.st_uid, oct(info.st_mode & 0o777)) == (shown["uid"], "0o600")
 
 
+def test_a_key_the_tenant_copied_to_authorized_keys2_stops_working_at_the_rekey(access, sshd, account, make_ssh_key):
+    # Given an account (on an sshd with OpenSSH's stock AuthorizedKeysFile) whose key was copied to authorized_keys2
+    old, new = make_ssh_key("old@laptop"), make_ssh_key("new@laptop")
+    assert access.grant(account, old).exit_code == 0
+    with login(sshd, account, old) as session:
+        planted = session.run(["cp", f"/home/{account}/.ssh/authorized_keys", f"/home/{account}/.ssh/authorized_keys2"],
+                              timeout=30)
+    assert planted.exit_code == 0, planted.stderr
+
+    # When the key is replaced (the old one leaked)
+    assert rekey(access, account, new).exit_code == 0
+
+    # Then the old key is refused (before: it still logged in through authorized_keys2)
+    with pytest.raises(DriverError, match="refused the key"):
+        login(sshd, account, old)
+    assert not (sshd.home(account) / ".ssh" / "authorized_keys2").exists()
+
+
 def test_after_a_rekey_the_old_key_cannot_be_granted_back_and_the_new_one_can(access, sshd, account, make_ssh_key):
     old, new = make_ssh_key("old@laptop"), make_ssh_key("new@laptop")
     access.grant(account, old)
