@@ -49,13 +49,13 @@ def downtime_credited_seconds(order: Order) -> int:
     return int(total or 0)
 
 
-def downtime_covered_seconds(order: Order, start: dt.datetime, end: dt.datetime) -> int:
-    """Seconds of [start, end) inside the windows of the rental's downtime credits so far (their union)."""
+def downtime_covered_seconds(order: Order, node_id: int, start: dt.datetime, end: dt.datetime) -> int:
+    """Seconds of [start, end) inside the windows of the downtime credits of the rental's other nodes (their
+    union): a node's own episodes follow one another, they never overlap."""
+    credits = order.credits.filter(kind=CreditKind.DOWNTIME).exclude(node_id=node_id)
     windows = sorted(
         (max(start, down_from), min(end, down_until))
-        for down_from, down_until in order.credits.filter(kind=CreditKind.DOWNTIME).values_list(
-            "down_from", "down_until"
-        )
+        for down_from, down_until in credits.values_list("down_from", "down_until")
         if down_from is not None and down_until is not None and down_from < end and down_until > start
     )
     covered, reached = 0.0, start
@@ -86,7 +86,7 @@ def rental_downtime_credit(
         if asked <= 0:
             return None
         # A multi-lot rental's nodes down at the same time lose the rental those hours once (issue 39).
-        covered = downtime_covered_seconds(order, down_from, window_end)
+        covered = downtime_covered_seconds(order, node_id, down_from, window_end)
         room = max(0, settings.DOWNTIME_CREDIT_CAP_HOURS * 3600 - downtime_credited_seconds(order))
         seconds = min(asked - covered, room)
         capped = " (capped: the rental's downtime credit is used up)" if seconds < asked - covered else ""

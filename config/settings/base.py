@@ -242,6 +242,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     }
 )
 if CELERY_BROKER_URL.startswith("filesystem"):
+    CELERY_BROKER_TRANSPORT = "config.broker_files:Transport"  # kombu's, with messages that appear whole
     for folder in ("broker", "broker-processed", "broker-control"):
         (RUN_DIR / folder).mkdir(parents=True, exist_ok=True)
 # A request that enqueues work must not hang on a broker that is down.

@@ -11,6 +11,7 @@ import os
 import shlex
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from orders.order_links import order_status_path
 from provisioning.health import downtime_close_due, health_probe, health_probes_start
 from provisioning.models import AccessGrant, NodeEvent, NodeHealth, NodeState
 from provisioning.tasks import access_revoke_due_task, node_health_probes_task
-from tests.provisioning.flow.node_faults import node_processes, prepare
+from tests.provisioning.flow.node_faults import node_processes, prepare, wait_until
 from tests.provisioning.preflight.fake_tools import ANY, UUIDS, nvlink_status, ok
 
 OPS = "ops@example.org"
@@ -137,6 +138,13 @@ def tenant_process(ssh_node, key_path, account: str) -> None:
     subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
 
 
+def settled(read):
+    """What `read()` gives twice in a row, a moment apart (None while it changes or is empty)."""
+    first = read()
+    time.sleep(0.3)
+    return first if first and read() == first else None
+
+
 FAULTS = [
     ("a card missing", {"nvidia_smi": board(cards=1)}, "cards: 1 of 2 cards listed"),
     ("an uncorrectable ECC error", {"nvidia_smi": board(volatile=1)}, "ecc: GPU 1: 1 uncorrectable ECC errors"),
@@ -152,8 +160,9 @@ def test_each_fault_makes_the_rented_node_degraded_tells_both_sides_once_and_a_p
     order, capture = rented, django_capture_on_commit_callbacks
     grant = AccessGrant.objects.get(order=order)
     tenant_process(ssh_node, customer_key[0], grant.account)
-    tenant = node_processes(sandbox_sshd, "sleep 4321")
-    assert tenant, "the tenant's job did not start"
+    # The job starts in the background of the tenant's session: it may show, alone, a moment after ssh returns.
+    tenant = wait_until(lambda: settled(lambda: node_processes(sandbox_sshd, "sleep 4321")), seconds=10,
+                        what="the tenant's job starts")
 
     # Given a healthy rented node: a probe finds nothing and changes nothing
     row = probe(ssh_node, capture)
