@@ -7,6 +7,7 @@ The account is bound to the order for its whole term (never rotated away). Its k
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import re
 
@@ -29,10 +30,12 @@ from provisioning.bundle import node_bundle
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import Driver, DriverError
 from provisioning.manifest import manifest_create, manifest_revise
-from provisioning.models import AccessGrant, Node, NodeState, PreparationRun
+from provisioning.models import AccessGrant, Node, NodeMove, NodeState, PreparationRun
 from provisioning.states import node_transition, nodes_transition
 
 log = logging.getLogger(__name__)
+# The AuthorizedKeysFile the nodes' sshd must have: the access tool keeps each account's key there, root's.
+HELD_KEYS_FILE = "/etc/ssh/authorized_keys/%u"
 S = OrderStatus
 KEY_BACKSTOP = dt.timedelta(days=1)
 KEY_REFUSED = 4  # the access tool's exit status when the key itself is refused (the caller's input)
@@ -93,7 +96,7 @@ def access_tool_ready(*, driver: Driver, node: Node) -> None:
     access_tool_check(driver=driver, node=node)
 
 
-def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -> None:
+def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -> str:
     # A login that is not root: only this command runs as root (the sudo rule of docs/production.md).
     if node.access_tool:
         argv = ["sudo", "-n", node.access_tool, *args]
@@ -106,6 +109,25 @@ def _access_tool(driver: Driver, node: Node, *args: str, timeout: float = 120) -
         raise AccessKeyRefused(f"the node refused the customer's SSH key: {result.stderr.strip()[-500:]}")
     if result.exit_code != 0:
         raise DriverError(f"access tool {args[0]} failed ({result.exit_code}): {result.stderr.strip()[-500:]}")
+    return result.stdout
+
+
+def sshd_keys_problem(*, driver: Driver, node: Node, account: str) -> str:
+    """Why the node's sshd would let a tenant add SSH keys, or does not read the key file the tool keeps (issue 39),
+    or "" when it reads the root-held file alone. The tool asks `sshd -T` for the account; a development node (this
+    machine, the local driver) lets no tenant log in over SSH and is not asked."""
+    if node.driver != "ssh":
+        return ""
+    try:
+        report = json.loads(_access_tool(driver, node, "sshd-check", "--account", account, timeout=60))
+    except ValueError as exc:
+        return f"the access tool's sshd-check answered no report ({exc})"
+    if report.get("ok"):
+        return ""
+    return (
+        f"the node's sshd lets a tenant add SSH keys: {'; '.join(report.get('problems') or ['no reason given'])}. "
+        f"It must read customers' keys from {HELD_KEYS_FILE} alone (docs/production.md)"
+    )
 
 
 def _grant_row(*, driver: Driver, order: Order, node: Node, planned_end: dt.datetime) -> AccessGrant:
@@ -216,7 +238,9 @@ def access_backstop_on_nodes(*, order: Order) -> int:
     (the access tool's `grant` on an existing account only refreshes its expiry). Idempotent: it writes the
     current end, whatever ran before. Returns how many nodes carry it."""
     order = Order.objects.get(pk=order.pk)  # the end as it is now, not as the caller read it
-    grants = list(order.access_grants.handed_over().select_related("node"))
+    # A node a move left, keeping files read-only for the customer, never gets the whole login back.
+    left = NodeMove.objects.filter(order=order, old_files_kept_at__isnull=False).values("from_node")
+    grants = list(order.access_grants.handed_over().exclude(node__in=left).select_related("node"))
     key_line = access_key_line(order)
     for grant in grants:
         with driver_for(grant.node) as driver:

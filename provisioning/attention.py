@@ -8,7 +8,8 @@ the moment it started waiting (the event that moved the row to its status; an ou
 goes to where it is handled: the console's own section, or the admin page of the row. Each kind names the
 permission that acts on it and who holds it (ACTORS): a person is shown what their role can act on, and told how
 much waits on others (attention_for). Amounts are in units with their symbol. Rentals whose move to a spare node
-ended without one (provisioning.moves.moves_waiting) wait on an operator too. Read only."""
+ended without one (provisioning.moves.moves_waiting) wait on an operator too, and so do the files a move left on its
+old node (moves_keeping_files) until someone releases them. Read only."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from payments.amount_text import movement_units_text, refund_units_text, with_as
 from payments.models import Credit, PaymentRequest, Refund, RefundEvent, RefundStatus, UnexpectedOutflow
 from payments.review import payment_evidence
 from provisioning.models import Node, NodeEvent, NodeState
-from provisioning.moves import moves_waiting
+from provisioning.moves import moves_keeping_files, moves_waiting
 
 S = OrderStatus
 
@@ -47,6 +48,7 @@ KINDS = {
     "preparation_failed": pgettext_lazy("staff", "Preparation failed"),
     "node": pgettext_lazy("staff", "Node out of sale"),
     "move": pgettext_lazy("staff", "Rental to move"),
+    "move_files": pgettext_lazy("staff", "Files kept after a move"),
     "outflow": pgettext_lazy("staff", "Unexpected outflow"),
     "refund": pgettext_lazy("staff", "Refund to approve"),
     "refund_to_pay": pgettext_lazy("staff", "Refund approved, to pay"),
@@ -59,6 +61,7 @@ ACTORS = {
     "preparation_failed": ("provisioning.prepare_order", OPERATORS),
     "node": ("provisioning.change_node", OPERATORS),
     "move": ("provisioning.prepare_order", OPERATORS),
+    "move_files": ("provisioning.prepare_order", OPERATORS),
     "outflow": ("provisioning.prepare_order", OPERATORS),  # acknowledged in the console
     "review": ("payments.review_payment", REVIEWERS),
     "extension_review": ("payments.review_payment", REVIEWERS),
@@ -75,6 +78,7 @@ QUEUE = {
     "preparation_failed": pgettext_lazy("staff", "Failed preparations"),
     "node": pgettext_lazy("staff", "Nodes out of sale"),
     "move": pgettext_lazy("staff", "Rentals to move"),
+    "move_files": pgettext_lazy("staff", "Files kept on an old node"),
     "outflow": pgettext_lazy("staff", "Unexpected outflows"),
     "refund_to_pay": pgettext_lazy("staff", "Approved refunds to pay"),
 }
@@ -123,6 +127,7 @@ def needs_attention() -> list[Attention]:
             detail = f"{node.get_state_display()}: {node.state_reason[:200]}" if node.state_reason else node.state
             items.append(Attention("node", node.name, detail, node.since, link))
     items += _moves_stuck(console)
+    items += _moves_keeping_files(console)
     unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
     outflows = with_asset(unacknowledged).select_related("payment__order")
     for outflow in outflows:
@@ -159,6 +164,19 @@ def _moves_stuck(console: str) -> list[Attention]:
         )
         for move in moves_waiting()
     ]
+
+
+def _moves_keeping_files(console: str) -> list[Attention]:
+    """A move that left files on the old node: kept there until a person releases them (provisioning.moves)."""
+    items = []
+    for move in moves_keeping_files():
+        report = move.copy_report or {}
+        left = "the old node did not answer" if not report.get("reachable", True) else report.get("summary", "")
+        detail = f"{move.from_node.name} keeps the files the move did not copy ({left})"[:300]
+        link = console + "#moves-title"
+        since = move.old_files_kept_at or move.created_at
+        items.append(Attention("move_files", move.order.reference, detail, since, link))
+    return items
 
 
 def _review(order: Order, lots: str) -> tuple[str, str]:
@@ -221,6 +239,7 @@ def queue_for(user) -> list[QueueGroup]:  # noqa: ANN001 - a user
         "preparation_failed": console + "#failed-title",
         "node": reverse("admin:provisioning_node_changelist"),
         "move": console + "#moves-title",
+        "move_files": console + "#moves-title",
         "outflow": console + "#outflows-title",
     }
     return [

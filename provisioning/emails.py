@@ -66,9 +66,13 @@ def node_move_context(order: Order, params: dict) -> dict:
     move = NodeMove.objects.select_related("from_node", "to_node").get(pk=params["move_id"], order=order)
     report = move.copy_report or {}
     grant = AccessGrant.objects.handed_over().filter(order=order, node_id=move.to_node_id).first()
+    old_grant = AccessGrant.objects.handed_over().filter(order=order, node_id=move.from_node_id).first()
     return {
         "move": move,
         "grant": grant,
+        # The copy left files behind: they stay on the old node, read-only over SFTP (provisioning.moves).
+        "kept": move.old_files_kept_at is not None and old_grant is not None,
+        "old_grant": old_grant,
         "copied": report.get("copied", []),
         "not_copied": report.get("not_copied", []),
         "reachable": report.get("reachable", True),

@@ -263,6 +263,11 @@ class NodeMove(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The copy left files behind (or the old node did not answer): the old node keeps them, read-only for the
+    # customer, and nothing wipes them before the rental's end unless a person decides so (issue 39).
+    old_files_kept_at = models.DateTimeField(null=True, blank=True)
+    old_files_released_by = models.CharField(max_length=150, blank=True)
+    old_files_released_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -1,14 +1,18 @@
 """The tenant's files carried from the old node to the spare through this worker (the shop holds the operator key
 for both; the nodes do not trust each other): the node tool move_files.py lists the account's files in its home
-and the node's scratch folders with size and sha256 on the old node, then each file travels in chunks, read on the
-old node and written on the spare, owned by the account there. Bounded by MOVE_COPY_MAX_GIB and
-MOVE_COPY_MAX_MINUTES; resumable (a file the spare already holds with the same size and sha256 is skipped).
+and the node's scratch folders with their size (no file is read to list it: a home of terabytes lists in the
+time of its folders), then each file travels in chunks, read on the old node, hashed here as it passes and
+written on the spare, owned by the account there, which checks the hash before the file takes its name. A file
+that changes while it is copied (its size or modification time) is not copied. MOVE_COPY_MAX_GIB and
+MOVE_COPY_MAX_MINUTES bound the listing as well as the copy. Resumable: a file the spare already holds with the
+same size is hashed on both nodes, and skipped when the hashes agree.
 
 The report (NodeMove.copy_report) says what was copied and what was not, and why; the customer's email and the
 manifest revision read it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -25,6 +29,9 @@ TOOL = "provisioning/node_tools/move_files.py"
 CHUNK_BYTES = 32 << 20
 HOME = "home"
 GIB = 1 << 30
+# What the node tool never copies by design (move_files.py's reasons): not the tenant's data, so leaving it out
+# does not make the copy incomplete. Anything else not copied keeps the old node's files.
+NEVER_COPIED = ("a symbolic link", "not a regular file", "not the account's file", "another filesystem mounted there")
 
 
 @dataclass
@@ -45,7 +52,13 @@ class CopyReport:
             "bytes_copied": self.bytes_copied,
             "error": self.error,
             "summary": self.summary(),
+            "complete": self.complete(),
         }
+
+    def complete(self) -> bool:
+        """Every file of the tenant's that could be copied was: the old node's copy may go."""
+        left = [item for item in self.not_copied if not item["why"].startswith(NEVER_COPIED)]
+        return self.reachable and not self.error and not left
 
     def summary(self) -> str:
         if not self.reachable:
@@ -90,8 +103,8 @@ class _Tool:
         if result.exit_code in (1, 2):  # refused, or its arguments refused: this file's problem, not the node's
             raise FileRefused(result.stderr.strip()[-300:])
         if result.exit_code != 0:
-            raise DriverError(f"move_files {command} on {self.node.name} failed ({result.exit_code}): "
-                              f"{result.stderr.strip()[-300:]}")
+            stderr = result.stderr.strip()[-300:]
+            raise DriverError(f"move_files {command} on {self.node.name} failed ({result.exit_code}): {stderr}")
         return json.loads(result.stdout)
 
 
@@ -115,21 +128,32 @@ def _copy_between(old: Driver, new: Driver, *, old_node: Node, new_node: Node, a
     except CopyNotPossible as exc:
         report.error = str(exc)
         return
+    budget = settings.MOVE_COPY_MAX_GIB * GIB
+    minutes = settings.MOVE_COPY_MAX_MINUTES
+    deadline = time.monotonic() + minutes * 60
+    over_limit = f"over the copy's limit of {settings.MOVE_COPY_MAX_GIB} GiB (MOVE_COPY_MAX_GIB)"
     try:
-        listed = old_tool("list", *[arg for root in roots for arg in ("--root", root)], timeout=3600)
+        listed = _list(old_tool, roots, max_bytes=budget, deadline=deadline)
     except (DriverError, FileRefused) as exc:
         report.error = f"the old node's files could not be listed: {exc}"[:500]
         return
     targets = {root: _target_root(root, new_node) for root in roots}
     new_roots = sorted({target for target in targets.values() if target})
     present = {
-        (item["root"], item["path"]): (item["size"], item["sha256"])
-        for item in new_tool("list", *[arg for root in new_roots for arg in ("--root", root)], timeout=3600)["files"]
+        (item["root"], item["path"]): item["size"]
+        for item in _list(new_tool, new_roots, max_bytes=1 << 62, deadline=deadline)["files"]
     }
     for item in listed["skipped"]:
         report.not_copied.append({"where": item["root"], "path": item["path"], "why": item["why"]})
-    budget = settings.MOVE_COPY_MAX_GIB * GIB
-    deadline = time.monotonic() + settings.MOVE_COPY_MAX_MINUTES * 60
+    for item in listed["over_budget"]:
+        report.not_copied.append({"where": item["root"], "path": item["path"], "why": over_limit})
+    if listed["stopped_at"]:
+        where, _, path = listed["stopped_at"].partition(":")
+        report.error = (
+            f"the copy's time limit of {minutes} minutes (MOVE_COPY_MAX_MINUTES) was reached while listing: "
+            "the files from this one on were not looked at"
+        )
+        report.not_copied.append({"where": where, "path": path, "why": report.error})
     lost = ""
     for item in listed["files"]:
         where, path, size = item["root"], item["path"], item["size"]
@@ -139,14 +163,13 @@ def _copy_between(old: Driver, new: Driver, *, old_node: Node, new_node: Node, a
             why = lost
         elif not target:
             why = f"{new_node.name} has no scratch folder to put it in"
-        elif present.get((target, path)) == (size, item["sha256"]):
+        elif time.monotonic() > deadline:
+            why = f"the copy's time limit of {minutes} minutes (MOVE_COPY_MAX_MINUTES) was reached"
+            report.error = report.error or why
+        elif present.get((target, path)) == size and _same_on_both(old_tool, new_tool, item=item, target=target):
             report.already_there += 1
             report.copied.append({"where": where, "path": path, "size": size})
             continue
-        elif report.bytes_copied + size > budget:
-            why = f"over the copy's limit of {settings.MOVE_COPY_MAX_GIB} GiB (MOVE_COPY_MAX_GIB)"
-        elif time.monotonic() > deadline:
-            why = f"the copy's time limit of {settings.MOVE_COPY_MAX_MINUTES} minutes was reached"
         if why:
             report.not_copied.append({"where": where, "path": path, "why": why})
             continue
@@ -163,6 +186,23 @@ def _copy_between(old: Driver, new: Driver, *, old_node: Node, new_node: Node, a
         report.bytes_copied += size
 
 
+def _list(tool: _Tool, roots: list[str], *, max_bytes: int, deadline: float) -> dict[str, Any]:
+    """The tool's listing of these roots, within the bytes and the time left to the copy."""
+    seconds = max(1.0, deadline - time.monotonic())
+    args = [arg for root in roots for arg in ("--root", root)]
+    return tool("list", *args, "--max-bytes", str(max_bytes), "--max-seconds", f"{seconds:.0f}", timeout=seconds + 120)
+
+
+def _same_on_both(old_tool: _Tool, new_tool: _Tool, *, item: dict, target: str) -> bool:
+    """A file of the same size already on the spare (a resumed move): the same bytes on both nodes?"""
+    try:
+        theirs = old_tool("hash", "--root", item["root"], f"--path={item['path']}", timeout=3600)
+        ours = new_tool("hash", "--root", target, f"--path={item['path']}", timeout=3600)
+    except FileRefused:
+        return False
+    return theirs == ours
+
+
 def _target_root(root: str, new_node: Node) -> str:
     """Where a root of the old node goes on the spare: the home to the home, a scratch folder to the same folder
     when the spare has it, else to the spare's first scratch folder ("" when it has none)."""
@@ -176,23 +216,29 @@ def _copy_file(old: Driver, new: Driver, old_tool: _Tool, new_tool: _Tool, *, it
     """One file in chunks through this worker: read into the old node's workdir, carried, appended on the spare."""
     path, size = item["path"], item["size"]
     chunk_in, chunk_out = f"{old.workdir}/chunk", f"{new.workdir}/chunk"
+    digest = hashlib.sha256()  # of the bytes as they pass: the spare checks its copy against it
     offset = 0
     while True:
         length = min(CHUNK_BYTES, size - offset)
         try:
             # `--path=P`: one word, so a name that starts with "-" is never read as an option (issue 39)
-            old_tool("read", "--root", item["root"], f"--path={path}", "--offset", str(offset), "--length", str(length),
-                     "--out", chunk_in)
+            read = old_tool(
+                "read", "--root", item["root"], f"--path={path}", "--offset", str(offset), "--length", str(length),
+                "--out", chunk_in,
+            )  # fmt: skip
             data = old.get_file(chunk_in)
         except DriverError as exc:
             raise OldNodeLost(str(exc)[:300]) from exc
-        if len(data) != length:
-            raise FileRefused(f"the file changed while it was copied ({offset + len(data)} of {size} bytes)")
+        if len(data) != length or (read["size"], read["mtime_ns"]) != (size, item["mtime_ns"]):
+            raise FileRefused(f"the file changed while it was copied ({offset + len(data)} of {size} bytes read)")
+        digest.update(data)
         new.put_file(data, chunk_out, mode=0o600)
         last = offset + length >= size
-        extra = ["--last", "--size", str(size), "--sha256", item["sha256"], "--mode", f"{item['mode']:o}"]
-        new_tool("write", "--root", target, f"--path={path}", "--offset", str(offset), "--from", chunk_out,
-                 *(extra if last else []))
+        extra = ["--last", "--size", str(size), "--sha256", digest.hexdigest(), "--mode", f"{item['mode']:o}"]
+        new_tool(
+            "write", "--root", target, f"--path={path}", "--offset", str(offset), "--from", chunk_out,
+            *(extra if last else []),
+        )  # fmt: skip
         offset += length
         if last:
             return

@@ -30,6 +30,7 @@ from orders import capacity
 from orders.models import Order, OrderStatus
 from orders.outbox import email_enqueue
 from provisioning.access import access_withdraw_request
+from provisioning.data_window import data_until
 from provisioning.downtime import downtime_episode_close
 from provisioning.manifest import manifest_change
 from provisioning.models import (
@@ -276,11 +277,53 @@ def _hand_over(move: NodeMove) -> None:
             },
             runs=_current_runs(order=order, leaving=old),
         )
+        if old_grant is not None and not move.copy_report.get("complete", False):
+            _old_files_keep(move=move, order=order, old_grant=old_grant, now=now)
+        elif old_grant is not None:
+            job_enqueue(JobKind.NODE_MOVE_REVOKE, grant_id=old_grant.pk)
         email_enqueue(order_id=order.pk, name="node_moved", params={"move_id": move.pk})
         move_transition(move=move, to=M.DONE, actor="system", reason=f"handed over on {spare.name}", now=now)
-        if old_grant is not None:
-            job_enqueue(JobKind.NODE_MOVE_REVOKE, grant_id=old_grant.pk)
     log.info("order %s moved from %s to %s", order.reference, old.name, spare.name)
+
+
+def _old_files_keep(*, move: NodeMove, order: Order, old_grant: AccessGrant, now: dt.datetime) -> None:
+    """The copy left files behind, or the old node did not answer: its files are never wiped on that account
+    (issue 39). The tenant is stopped there and its key limited to read-only SFTP until the rental's end (the
+    access tool's `grace`, retried until the node answers), so the customer can fetch what was not copied; the
+    clean end of rental comes with the rental's end, or sooner when a person releases the files
+    (move_old_files_release). Staff see it under "Needs attention"; the customer's email says so."""
+    until = data_until(order.ends_at) or order.ends_at
+    AccessGrant.objects.filter(pk=old_grant.pk).update(ends_at=order.ends_at, grace_until=until)
+    NodeMove.objects.filter(pk=move.pk).update(old_files_kept_at=now)
+    move.old_files_kept_at = now
+    job_enqueue(JobKind.ACCESS_GRACE, grant_id=old_grant.pk)
+
+
+class ReleaseRefused(Exception):
+    """The old node's files are not kept by this move (never were, already released, or already gone)."""
+
+
+def move_old_files_release(*, move_id: int, actor: str, now: dt.datetime | None = None) -> NodeMove:
+    """A person decided: the files the move left on the old node may go. Its clean end of rental starts now (the
+    account, its files and processes removed, the node proven clean), recorded with who decided."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        move = NodeMove.objects.select_for_update().select_related("order", "from_node").get(pk=move_id)
+        grant = move.order.access_grants.handed_over().filter(node=move.from_node).first()
+        if move.old_files_kept_at is None or move.old_files_released_at is not None or grant is None:
+            raise ReleaseRefused(f"move {move.pk} keeps no files on {move.from_node.name}: nothing to release")
+        move.old_files_released_by, move.old_files_released_at = actor, now
+        move.save(update_fields=["old_files_released_by", "old_files_released_at"])
+        job_enqueue(JobKind.NODE_MOVE_REVOKE, grant_id=grant.pk)
+    log.info("move %s: %s released the files kept on %s", move.pk, actor, move.from_node.name)
+    return move
+
+
+def moves_keeping_files() -> list[NodeMove]:
+    """Moves whose old node still keeps files the copy left behind, waiting on a person's decision."""
+    still_there = AccessGrant.objects.handed_over().filter(order=OuterRef("order"), node=OuterRef("from_node"))
+    kept = NodeMove.objects.filter(old_files_kept_at__isnull=False, old_files_released_at__isnull=True)
+    return list(kept.filter(Exists(still_there)).select_related("order", "from_node").order_by("old_files_kept_at"))
 
 
 def _current_runs(*, order: Order, leaving: Node) -> list[PreparationRun]:

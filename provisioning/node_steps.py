@@ -1,5 +1,6 @@
 """One node's preparation as a declared list of steps, each with its share of the progress bar and the way
-it fails: connect, clear what a lost attempt left, upload, set up, run the preflight, read its report, grant.
+it fails: connect, clear what a lost attempt left, upload, check that sshd reads only root-held key files, set up,
+run the preflight, read its report, grant.
 An operator's recheck of a node (provisioning.node_checks) runs the same steps but the grant, without an order.
 
 A step returns a line for the run's log ("" for none) or raises `Stop` with the run's outcome. Driver errors
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from provisioning.access import access_grant_on_node, access_tool_check
+from provisioning.access import access_grant_on_node, access_tool_check, account_name, sshd_keys_problem
 from provisioning.bundle import node_bundle
 from provisioning.drivers.base import CommandResult, CommandTimeout, Driver, DriverError
 from provisioning.models import Node, NodeCheck, PreparationRun, RunStatus
@@ -128,6 +129,21 @@ def upload(job: NodeJob) -> str:
     return ""
 
 
+# The account a recheck asks sshd about (no order, no account): a name no order gets (theirs are o-<reference>).
+SSHD_CHECK_ACCOUNT = "o-sshd-check"
+
+
+def sshd_keys(job: NodeJob) -> str:
+    """No rental on a node whose sshd lets the tenant add keys (issue 39): a key in its home would outlive a rekey
+    and open a shell in the data window."""
+    run = job.run
+    account = account_name(run.order) if isinstance(run, PreparationRun) else SSHD_CHECK_ACCOUNT
+    problem = sshd_keys_problem(driver=job.driver, node=job.node, account=account)
+    if problem:
+        raise Stop(RunStatus.FAILED, problem)
+    return ""
+
+
 def setup_command(node: Node, script: str) -> list[str]:
     """The setup step knows which Python and device the preflight will use (what it must prepare for)."""
     return ["env", f"PREFLIGHT_PYTHON={node.python}", f"PREFLIGHT_DEVICE={node.preflight_device}", "bash", script]
@@ -200,6 +216,7 @@ STEPS = (
     Step("copying the preflight", 10, connect),
     Step("copying the preflight", 10, clear_lost_attempt),
     Step("copying the preflight", 10, upload),
+    Step("copying the preflight", 10, sshd_keys),
     Step("setting up the environment", 20, setup),
     Step("running the GPU preflight", 40, preflight),
     Step("reading the report", 85, read_report),

@@ -13,5 +13,6 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_report, name="run"),
     path("nodes/<str:name>/recheck/", views.node_recheck, name="node_recheck"),
     path("nodes/<str:name>/move/", views.node_move, name="node_move"),
+    path("moves/<int:move_id>/release/", views.move_files_release, name="move_files_release"),
     path("outflows/<int:outflow_id>/acknowledge/", views.outflow_acknowledged, name="outflow_acknowledge"),
 ]

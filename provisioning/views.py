@@ -17,8 +17,17 @@ from payments.outflows import outflow_acknowledge
 from provisioning.attention import KINDS, attention_for
 from provisioning.auto_prepare import preparation_stop, started_automatically
 from provisioning.health import WATCHED, latest_health
-from provisioning.models import Node, NodeState, PreparationRun, RunStatus
-from provisioning.moves import MoveRefused, move_for_node, moves_open, moves_waiting, nodes_movable
+from provisioning.models import Node, NodeMove, NodeState, PreparationRun, RunStatus
+from provisioning.moves import (
+    MoveRefused,
+    ReleaseRefused,
+    move_for_node,
+    move_old_files_release,
+    moves_keeping_files,
+    moves_open,
+    moves_waiting,
+    nodes_movable,
+)
 from provisioning.node_checks import RECHECKABLE, RecheckRefused, checks_latest, recheck_start
 from provisioning.prepare import PreparationError, preparation_start, preparation_stuck
 
@@ -71,6 +80,7 @@ def console(request: HttpRequest) -> HttpResponse:
             "moves": moves,
             "movable": nodes_movable(nodes),  # "Move to a spare node" on a degraded or failed node with a rental
             "moves_ended": moves_waiting(),
+            "moves_keeping": moves_keeping_files(),
             # Money that left a deposit address for neither a refund nor the treasury (payments/outflows.py).
             "outflows": outflows,
             "refresh_seconds": 5 if preparing or moves or any(node.latest_check_running for node in nodes) else None,
@@ -135,6 +145,22 @@ def node_move(request: HttpRequest, name: str) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{node.name}: move {move.pk} {move.get_status_display()}")
+    return redirect("provisioning:console")
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+@require_POST
+def move_files_release(request: HttpRequest, move_id: int) -> HttpResponse:
+    """"Release the files": the customer has what it needs from the old node (or staff decided otherwise); its
+    clean end of rental starts."""
+    move = get_object_or_404(NodeMove, pk=move_id)
+    try:
+        move_old_files_release(move_id=move.pk, actor=request.user.get_username())
+    except ReleaseRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{move.from_node.name}: the files kept for {move.order.reference} are released")
     return redirect("provisioning:console")
 
 

@@ -83,10 +83,13 @@ def uid_floor() -> int:
 class SandboxSshd:
     host = "127.0.0.1"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, stock_keys: bool = False) -> None:
         self.root = root
+        self.stock_keys = stock_keys
         self.sandbox = root / "sandbox"
-        self.config = root / "sshd_config"
+        # Where sshd reads its configuration in the namespace (/etc/ssh/sshd_config), so that `sshd -T` run there
+        # (the access tool's sshd-check) sees this server's settings.
+        self.config = self.sandbox / "etc" / "ssh" / "sshd_config"
         self.log_path = root / "sshd.log"
         self.host_key_file = root / "host_ed25519"
         self.operator_key_file = root / "operator_ed25519"
@@ -96,8 +99,8 @@ class SandboxSshd:
     # Start and stop ---------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, root: Path) -> SandboxSshd:
-        server = cls(root)
+    def start(cls, root: Path, *, stock_keys: bool = False) -> SandboxSshd:
+        server = cls(root, stock_keys=stock_keys)
         server._check_prerequisites()
         server._build_sandbox()
         server._write_config()
@@ -127,6 +130,9 @@ class SandboxSshd:
             if name.startswith(WRITTEN_BY_SHADOW) or name.endswith(".lock"):
                 continue
             source = Path("/etc") / name
+            if name == "ssh":
+                self._build_ssh_folder(etc / name)
+                continue
             target = f"{HOST_ETC}/{name}"
             if source.is_symlink():
                 link = os.readlink(source)
@@ -145,6 +151,13 @@ class SandboxSshd:
         authorized = keys / "root"
         authorized.write_text(self.operator_public_key + "\n")
         authorized.chmod(0o600)
+
+    def _build_ssh_folder(self, folder: Path) -> None:
+        """etc/ssh: the machine's files (links), but this server's sshd_config, and no sshd_config.d."""
+        folder.mkdir(mode=0o755)
+        for name in sorted(os.listdir("/etc/ssh")):
+            if name not in ("sshd_config", "sshd_config.d"):
+                os.symlink(f"{HOST_ETC}/ssh/{name}", folder / name)
 
     def _copy_user_database(self, etc: Path) -> None:
         for name in USER_DATABASE:
@@ -189,9 +202,10 @@ class SandboxSshd:
             "KbdInteractiveAuthentication no",
             "PubkeyAuthentication yes",
             "PermitRootLogin prohibit-password",
-            # Customers: OpenSSH's stock setting, as on a real node (issue 39: a key the tenant puts in the second
-            # file must not outlive a rekey or the data window). sshd checks their modes.
-            "AuthorizedKeysFile .ssh/authorized_keys .ssh/authorized_keys2",
+            # Customers: the file per account that only root writes (docs/production.md), or, for the tests of a
+            # node set up wrong, OpenSSH's stock setting (keys in the tenant's home). sshd checks their modes.
+            "AuthorizedKeysFile "
+            + (".ssh/authorized_keys .ssh/authorized_keys2" if self.stock_keys else "/etc/ssh/authorized_keys/%u"),
             "StrictModes yes",
             "Subsystem sftp internal-sftp",
             "UseDNS no",
@@ -370,6 +384,10 @@ class SandboxSshd:
     def home(self, account: str) -> Path:
         return self.sandbox / "home" / account
 
+    def held_key(self, account: str) -> Path:
+        """The account's key file that this sshd reads (AuthorizedKeysFile /etc/ssh/authorized_keys/%u)."""
+        return self.etc("ssh") / "authorized_keys" / account
+
     def entry(self, name: str, account: str) -> list[str] | None:
         """The account's line in the sandbox's etc/NAME (passwd, shadow, group), split on ':'."""
         for line in self.etc(name).read_text().splitlines():
@@ -428,5 +446,13 @@ def _pids() -> list[int]:
 def sandbox_sshd(tmp_path_factory):
     """One sandboxed sshd for the session (import this fixture into a conftest to use it)."""
     server = SandboxSshd.start(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def stock_sshd(tmp_path_factory):
+    """A sandboxed sshd with OpenSSH's stock AuthorizedKeysFile (keys in the tenant's home): a node set up wrong."""
+    server = SandboxSshd.start(tmp_path_factory.mktemp("stock-sshd"), stock_keys=True)
     yield server
     server.stop()

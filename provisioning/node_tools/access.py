@@ -6,6 +6,7 @@
     python3 access.py show   --account o-b2k4mq9xd
     python3 access.py rekey  --account o-b2k4mq9xd --key-file new.pub
     python3 access.py grace  --account o-b2k4mq9xd --until 2025-07-01T12:00:00Z
+    python3 access.py sshd-check --account o-b2k4mq9xd
 
 Each prints one JSON object on stdout. Exit status: 0 done, 1 failed, 2 usage error, 3 refused
 (the account exists but is not one of ours, or it is bound to another key), 4 the key is refused (not
@@ -42,6 +43,18 @@ its crontab and at jobs moved into the state folder (never run), its login shell
 startup file of the tenant's) and its key limited to read-only SFTP:
 restrict,command="<sftp-server> -R",expiry-time="T". Exit 1 when no sftp-server is installed, or when IPC or
 GPU work is left. A grant again (an extension applied in the window) gives the whole login back. Idempotent.
+
+Where sshd reads the keys (issue 39): the tenant owns its home and ~/.ssh, so a key file there is one it can
+rewrite at any time (a loop that puts its unrestricted key back during the data window, a second key that
+outlives a rekey). The tool therefore keeps the account's key in a file only root writes,
+/etc/ssh/authorized_keys/ACCOUNT (root-owned, readable by the account's group alone), and the node's sshd must
+read that file and nothing in the home: `AuthorizedKeysFile /etc/ssh/authorized_keys/%u` (docs/production.md).
+It also writes ~/.ssh/authorized_keys and removes ~/.ssh/authorized_keys2, for a node whose sshd still reads
+the home (OpenSSH's stock setting): such a node never gets a rental, since
+sshd-check: `sshd -T` for the account, and whether its configuration lets a tenant add keys (a key file in
+the home, one in a folder others may write, an AuthorizedKeysCommand the tool cannot judge) or does not read
+the file this tool writes. Prints {"ok": ..., "authorized_keys_file": [...], "problems": [...]}; the shop's
+node check refuses the node when it is not ok.
 
 --users-prefix DIR works on DIR/etc/{passwd,shadow,group,...} (useradd --prefix) with homes under
 DIR/home and the state under DIR/var/lib: the test suite's sandbox, where revoke sweeps only /tmp,
@@ -447,6 +460,75 @@ def _write_authorized_keys(ssh_fd: int, content: str, uid: int, gid: int) -> Non
     os.replace(partial, "authorized_keys", src_dir_fd=ssh_fd, dst_dir_fd=ssh_fd)
 
 
+# The key sshd reads: a file per account that only root writes (AuthorizedKeysFile /etc/ssh/authorized_keys/%u).
+HELD_KEYS_DIR = "/etc/ssh/authorized_keys"
+
+
+def _held_keys_dir(users: Users) -> int:
+    """The folder of held keys, made when missing; refused unless it and every folder above it are root's
+    alone (a folder someone else writes into could swap a key file)."""
+    path = users.path(HELD_KEYS_DIR)
+    if not os.path.lexists(path):
+        os.makedirs(path, 0o755, exist_ok=True)
+    only_root_writes(path)
+    return _open_dir(path)
+
+
+def held_key_read(users: Users, account: str) -> str | None:
+    """The account's key file that sshd reads (None when there is none)."""
+    try:
+        keys_fd = _open_dir(users.path(HELD_KEYS_DIR))
+    except FileNotFoundError:
+        return None
+    try:
+        fd = os.open(account, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=keys_fd)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(keys_fd)
+    try:
+        return os.read(fd, 1 << 20).decode("utf-8", errors="replace") if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+    finally:
+        os.close(fd)
+
+
+def held_key_write(users: Users, account: str, content: str, gid: int) -> None:
+    """Written whole (a partial file renamed over it), root's, readable by the account's group only."""
+    keys_fd = _held_keys_dir(users)
+    try:
+        partial = f".{account}.{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial, dir_fd=keys_fd)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=keys_fd)
+        try:
+            os.fchown(fd, 0, gid)
+            os.fchmod(fd, 0o640)
+            os.write(fd, content.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(partial, account, src_dir_fd=keys_fd, dst_dir_fd=keys_fd)
+    finally:
+        os.close(keys_fd)
+
+
+def held_key_remove(users: Users, account: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(users.path(HELD_KEYS_DIR), account))
+
+
+def _keys_write(users: Users, ssh_fd: int, entry: dict, account: str, line: str) -> bool:
+    """The one key line in the held file and in ~/.ssh/authorized_keys; True when either changed."""
+    changed = False
+    if held_key_read(users, account) != line:
+        held_key_write(users, account, line, entry["gid"])
+        changed = True
+    if _read_authorized_keys(ssh_fd) != line:
+        _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
+        changed = True
+    return changed
+
+
 # Uids: a high-water mark, never a reuse ----------------------------------------------------------
 
 
@@ -719,9 +801,7 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
         changed = True
     with _owned_ssh_dir(home, entry) as ssh_fd:
         _other_key_files_remove(ssh_fd)
-        if _read_authorized_keys(ssh_fd) != line:
-            _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
-            changed = True
+        changed = _keys_write(users, ssh_fd, entry, account, line) or changed
     return {
         "account": account,
         "uid": entry["uid"],
@@ -753,7 +833,8 @@ def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None
         raise Refused(f"the account {account} is in its data window (read-only SFTP): its key is not replaced")
     with _owned_ssh_dir(users.path(entry["home"]), entry) as ssh_fd:
         _other_key_files_remove(ssh_fd)  # a replaced (perhaps leaked) key planted there would still log in
-        current = _read_authorized_keys(ssh_fd) or ""
+        # The held file is the truth where it exists: the tenant may have written any expiry into its own copy.
+        current = held_key_read(users, account) or _read_authorized_keys(ssh_fd) or ""
         if current.strip() and not KEY_LINE.match(current.strip()):
             # A key with other options (restrict, command=...) is limited on purpose: never widened here.
             raise Refused(f"the installed key of {account} carries restrictions: it is not replaced")
@@ -772,9 +853,7 @@ def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None
             result = users.tool("usermod", "--comment", comment, account)
             if result.returncode != 0 or bound_key(users.lookup(account) or entry) != key_fingerprint:
                 raise Failed(f"usermod --comment failed: {result.stderr.strip() or result.stdout.strip()}")
-        if current != line:
-            _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
-            changed = True
+        changed = _keys_write(users, ssh_fd, entry, account, line) or changed
     return {
         "account": account,
         "key_fingerprint": key_fingerprint,
@@ -944,8 +1023,9 @@ def record_remove(users: Users, account: str) -> None:
 
 
 def _close_door(users: Users, account: str, home: str) -> None:
-    """No new login: the account expired, its key removed."""
+    """No new login: the account expired, its keys removed."""
     users.tool("usermod", "--expiredate", EXPIRED_DAY, account)
+    held_key_remove(users, account)
     try:
         home_fd = _open_dir(home)
         try:
@@ -1104,19 +1184,18 @@ def _limit_key(users: Users, entry: dict, server: str, until: dt.datetime) -> bo
         ssh_fd = _ssh_dir(home_fd)
         try:
             _other_key_files_remove(ssh_fd)
-            current = _read_authorized_keys(ssh_fd) or ""
-            key = _installed_key(current)
+            # The held key where there is one: the tenant's own copy may hold any key it chose.
+            key = _installed_key(held_key_read(users, entry["name"]) or _read_authorized_keys(ssh_fd) or "")
             if key is None:
                 raise Failed(
                     f"{entry['name']} has no installed key to limit to SFTP (its authorized_keys is gone): its "
                     "processes are stopped and the account stays locked; no data window"
                 )
             line = grace_key_line(server, until, *key)
-            if current != line:
-                _write_authorized_keys(ssh_fd, line, entry["uid"], entry["gid"])
-            if _read_authorized_keys(ssh_fd) != line:
+            changed = _keys_write(users, ssh_fd, entry, entry["name"], line)
+            if _read_authorized_keys(ssh_fd) != line or held_key_read(users, entry["name"]) != line:
                 raise Failed(f"the key of {entry['name']} changed while it was being limited: the account stays locked")
-            return current != line
+            return changed
         finally:
             os.close(ssh_fd)
     finally:
@@ -1180,7 +1259,10 @@ def show(users: Users, account: str) -> dict:
         return {"account": account, "exists": False}
     home = users.path(entry["home"])
     keys = []
+    held = held_key_read(users, account)
     try:
+        if held is not None:  # what sshd reads; the home's copy is the tenant's to change
+            raise FileNotFoundError
         home_fd = _open_dir(home)
         try:
             ssh_fd = _open_dir(".ssh", home_fd)
@@ -1191,7 +1273,7 @@ def show(users: Users, account: str) -> dict:
         finally:
             os.close(home_fd)
     except OSError:
-        content = ""
+        content = held or ""
     for line in content.splitlines():
         match = re.match(r'^(?:expiry-time="(\d{12})Z" )?(\S+) (\S+)', line.strip())
         if match and match.group(2) in KEY_TYPES:
@@ -1220,10 +1302,64 @@ def show(users: Users, account: str) -> dict:
     }
 
 
+# sshd's configuration --------------------------------------------------------------------------------------
+
+
+def sshd_settings(account: str) -> dict:
+    """What sshd would apply to a login of `account` from loopback (`sshd -T`: its Match blocks included)."""
+    program = shutil.which("sshd", path=TOOL_PATH)
+    if program is None:
+        raise Failed("sshd is not installed on this node")
+    result = subprocess.run(
+        [program, "-T", "-C", f"user={account},host=localhost,addr=127.0.0.1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise Failed(f"sshd -T failed ({result.returncode}): {result.stderr.strip()[-500:]}")
+    settings: dict = {}
+    for line in result.stdout.splitlines():
+        name, _, value = line.strip().partition(" ")
+        settings.setdefault(name.lower(), value.strip())
+    return settings
+
+
+def key_file_problem(users: Users, pattern: str, account: str) -> str:
+    """Why a tenant could write this AuthorizedKeysFile entry ("" when only root can)."""
+    if not pattern.startswith("/") or "%h" in pattern or pattern.startswith("~"):
+        return f"{pattern} is in the tenant's home, which the tenant owns"
+    path = pattern.replace("%u", account).replace("%U", "0").replace("%%", "%")
+    folder = os.path.dirname(path)
+    while folder != "/" and not os.path.lexists(users.path(folder)):
+        folder = os.path.dirname(folder)
+    try:
+        only_root_writes(users.path(folder))
+    except Failed:
+        return f"{pattern} is in {folder}, a folder someone other than root may write into"
+    return ""
+
+
+def sshd_check(users: Users, account: str) -> dict:
+    """Whether sshd lets the tenant `account` add keys, and reads the file this tool writes (issue 39)."""
+    settings = sshd_settings(account)
+    files = settings.get("authorizedkeysfile", "none").split()
+    files = [] if files == ["none"] else files
+    problems = [problem for problem in (key_file_problem(users, name, account) for name in files) if problem]
+    held = f"{HELD_KEYS_DIR}/%u"
+    if held not in files and f"{HELD_KEYS_DIR}/{account}" not in files:
+        problems.append(f"sshd does not read {held}, where this tool keeps the customer's key")
+    command = settings.get("authorizedkeyscommand", "none")
+    if command.lower() != "none":
+        problems.append(f"AuthorizedKeysCommand {command}: this tool cannot tell which keys it accepts")
+    return {"ok": not problems, "account": account, "authorized_keys_file": files, "problems": problems}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="access.py", description="Per-order SSH access on this node.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("grant", "revoke", "show", "rekey", "grace"):
+    for name in ("grant", "revoke", "show", "rekey", "grace", "sshd-check"):
         command = commands.add_parser(name)
         command.add_argument("--account", required=True, type=check_account)
         command.add_argument("--users-prefix", default="", help="work on DIR/etc and DIR/home (test sandbox)")
@@ -1254,6 +1390,8 @@ def main(argv: list[str] | None = None) -> int:
             report = rekey(users, args.account, args.key_file, args.expires)
         elif args.command == "revoke":
             report = revoke(users, args.account, args.scratch)
+        elif args.command == "sshd-check":
+            report = sshd_check(users, args.account)
         else:
             report = show(users, args.account)
     except KeyRefused as error:

@@ -9,8 +9,13 @@ A root is `home` (the account's home; its .ssh stays the new node's own) or an a
 node (only the account's files in it). Paths are relative to the root, one name per component: no empty
 component, no `.` or `..`, no NUL; any other byte, a newline included, is a name like any other.
 
-  list --account A --root R [--root R ...]     JSON: files {root, path, size, sha256, mode}, skipped {.., why}
-  read --account A --root R --path P --offset N --length L --out FILE    a chunk of the file into FILE (root's)
+  list --account A --root R [--root R ...] [--max-bytes N] [--max-seconds S]
+        JSON: files {root, path, size, mtime_ns, mode}, skipped {root, path, why}, over_budget {root, path, size},
+        stopped_at (the path where the time ran out, or ""). No file is read: a home of terabytes lists in the
+        time of its folders. Files past N bytes in all are listed as over_budget; after S seconds the walk stops.
+  read --account A --root R --path P --offset N --length L --out FILE    a chunk of the file into FILE (root's);
+        JSON: read, size, mtime_ns (the caller sees a file that changed while it was copied)
+  hash --account A --root R --path P           JSON: size, sha256 (a resumed move's file already on the spare)
   write --account A --root R --path P --offset N --from FILE [--last --size S --sha256 H --mode M]
         appends FILE at N to the path's partial copy; --last checks size and hash, gives it to the account, and
         puts it in place (a link or file there is replaced, never followed).
@@ -27,6 +32,7 @@ import json
 import os
 import stat
 import sys
+import time
 
 HOME = "home"
 PARTIAL = ".b200-move-partial-"
@@ -68,29 +74,58 @@ def components(path: str) -> list:
     return parts
 
 
-def listing(account: str, roots: list, prefix: str) -> dict:
+class Walk:
+    """What a listing found so far, and its limits: bytes in all, and a deadline."""
+
+    def __init__(self, uid: int, max_bytes: int, max_seconds: float) -> None:
+        self.uid, self.max_bytes = uid, max_bytes
+        self.deadline = time.monotonic() + max_seconds
+        self.files: list = []
+        self.skipped: list = []
+        self.over_budget: list = []
+        self.listed_bytes = 0
+        self.stopped_at = ""
+
+    def add(self, root: str, relative: str, info: os.stat_result) -> None:
+        item = {"root": root, "path": relative, "size": info.st_size}
+        if self.listed_bytes + info.st_size > self.max_bytes:
+            self.over_budget.append(item)  # a sparse file counts what a copy would carry: its whole size
+            return
+        self.listed_bytes += info.st_size
+        self.files.append({**item, "mtime_ns": info.st_mtime_ns, "mode": stat.S_IMODE(info.st_mode) & 0o777})
+
+    def out_of_time(self, root: str, relative: str) -> bool:
+        if not self.stopped_at and time.monotonic() > self.deadline:
+            self.stopped_at = f"{root}:{relative}"
+        return bool(self.stopped_at)
+
+
+def listing(account: str, roots: list, prefix: str, max_bytes: int = 1 << 62, max_seconds: float = 3600) -> dict:
     uid, _, home = account_entry(account, prefix)
-    files: list = []
-    skipped: list = []
+    walk = Walk(uid, max_bytes, max_seconds)
     for root in roots:
         try:
             fd = root_open(root, home)
         except Failed as exc:
-            skipped.append({"root": root, "path": "", "why": str(exc)})
+            walk.skipped.append({"root": root, "path": "", "why": str(exc)})
             continue
         try:
-            _walk(fd, root, "", uid, files, skipped, os.fstat(fd).st_dev)
+            _walk(fd, root, "", walk, os.fstat(fd).st_dev)
         finally:
             os.close(fd)
-    return {"files": files, "skipped": skipped}
+    found = {"files": walk.files, "skipped": walk.skipped, "over_budget": walk.over_budget}
+    return {**found, "stopped_at": walk.stopped_at}
 
 
-def _walk(fd: int, root: str, base: str, uid: int, files: list, skipped: list, device: int) -> None:
+def _walk(fd: int, root: str, base: str, walk: Walk, device: int) -> None:
+    files, skipped = walk.files, walk.skipped
     for entry in sorted(os.scandir(fd), key=lambda e: e.name):
         relative = f"{base}{entry.name}"
         if root == HOME and relative == ".ssh":
             continue  # the new node's own keys (the grant made them)
-        if len(files) >= MAX_LISTED:
+        if walk.out_of_time(root, relative):
+            return
+        if len(files) + len(walk.over_budget) >= MAX_LISTED:
             skipped.append({"root": root, "path": relative, "why": f"more than {MAX_LISTED} files"})
             return
         try:
@@ -112,32 +147,51 @@ def _walk(fd: int, root: str, base: str, uid: int, files: list, skipped: list, d
                 skipped.append({"root": root, "path": relative, "why": exc.strerror or "cannot be opened"})
                 continue
             try:
-                _walk(child, root, relative + "/", uid, files, skipped, device)
+                _walk(child, root, relative + "/", walk, device)
             finally:
                 os.close(child)
         elif not stat.S_ISREG(info.st_mode):
             skipped.append({"root": root, "path": relative, "why": "not a regular file"})
-        elif info.st_uid != uid:
+        elif info.st_uid != walk.uid:
             if root == HOME:
                 skipped.append({"root": root, "path": relative, "why": "not the account's file"})
         elif entry.name.startswith(PARTIAL):
             continue  # an unfinished copy of an earlier move
         else:
-            digest, size = _hash_at(fd, entry.name)
-            files.append({"root": root, "path": relative, "size": size, "sha256": digest,
-                          "mode": stat.S_IMODE(info.st_mode) & 0o777})
+            walk.add(root, relative, info)
 
 
-def _hash_at(dir_fd: int, name: str) -> tuple:
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+def _file_open(account: str, root: str, path: str, prefix: str) -> tuple:
+    """(descriptor, stat) of the account's regular file at root/path, every folder on the way opened without
+    following a link."""
+    uid, gid, home = account_entry(account, prefix)
+    parts = components(path)
+    root_fd = root_open(root, home)
+    try:
+        parent = _parent_open(root_fd, parts, uid, gid, create=False)
+    finally:
+        os.close(root_fd)
+    try:
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
+    except OSError as exc:
+        raise Failed(f"{path}: {exc.strerror}") from None
+    finally:
+        os.close(parent)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != uid:
+        os.close(fd)
+        raise Failed(f"{path}: not a regular file of the account")
+    return fd, info
+
+
+def file_hash(account: str, root: str, path: str, prefix: str) -> dict:
+    fd, _ = _file_open(account, root, path, prefix)
     try:
         digest, size = hashlib.sha256(), 0
-        while True:
-            block = os.read(fd, BLOCK)
-            if not block:
-                return digest.hexdigest(), size
+        for block in iter(lambda: os.read(fd, BLOCK), b""):
             digest.update(block)
             size += len(block)
+        return {"size": size, "sha256": digest.hexdigest()}
     finally:
         os.close(fd)
 
@@ -168,23 +222,8 @@ def _parent_open(root_fd: int, parts: list, uid: int, gid: int, create: bool) ->
 
 
 def read_chunk(account: str, root: str, path: str, offset: int, length: int, out: str, prefix: str) -> dict:
-    uid, gid, home = account_entry(account, prefix)
-    parts = components(path)
-    root_fd = root_open(root, home)
+    fd, info = _file_open(account, root, path, prefix)
     try:
-        parent = _parent_open(root_fd, parts, uid, gid, create=False)
-    finally:
-        os.close(root_fd)
-    try:
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
-    except OSError as exc:
-        raise Failed(f"{path}: {exc.strerror}") from None
-    finally:
-        os.close(parent)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != uid:
-            raise Failed(f"{path}: not a regular file of the account")
         os.lseek(fd, offset, os.SEEK_SET)
         target = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         written = 0
@@ -197,7 +236,8 @@ def read_chunk(account: str, root: str, path: str, offset: int, length: int, out
                 written += len(block)
         finally:
             os.close(target)
-        return {"read": written, "size": info.st_size}
+        after = os.fstat(fd)
+        return {"read": written, "size": after.st_size, "mtime_ns": max(info.st_mtime_ns, after.st_mtime_ns)}
     finally:
         os.close(fd)
 
@@ -262,12 +302,15 @@ def _finish(fd: int, parent: int, partial: str, name: str, args: argparse.Namesp
 def main(argv: list) -> int:
     parser = argparse.ArgumentParser(prog="move_files.py", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("list", "read", "write"):
+    for name in ("list", "read", "write", "hash"):
         command = commands.add_parser(name)
         command.add_argument("--account", required=True)
         command.add_argument("--users-prefix", default="")
         command.add_argument("--root", action="append", required=True)
-        if name != "list":
+        if name == "list":
+            command.add_argument("--max-bytes", type=int, default=1 << 62)
+            command.add_argument("--max-seconds", type=float, default=3600)
+        else:
             command.add_argument("--path", required=True)
             command.add_argument("--offset", type=int, default=0)
         if name == "read":
@@ -282,7 +325,9 @@ def main(argv: list) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
-            result = listing(args.account, args.root, args.users_prefix)
+            result = listing(args.account, args.root, args.users_prefix, args.max_bytes, args.max_seconds)
+        elif args.command == "hash":
+            result = file_hash(args.account, args.root[0], args.path, args.users_prefix)
         elif args.command == "read":
             result = read_chunk(
                 args.account, args.root[0], args.path, args.offset, args.length, args.out, args.users_prefix

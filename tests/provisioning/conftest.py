@@ -15,7 +15,7 @@ import pytest
 from provisioning import node_tools
 from provisioning.drivers import CommandResult, driver_for, public_key_fingerprint
 from provisioning.drivers.ssh import SSHDriver
-from tests.sshd import SandboxSshd, sandbox_sshd  # noqa: F401 - the session fixture, shared with other suites
+from tests.sshd import SandboxSshd, sandbox_sshd, stock_sshd  # noqa: F401 - the session fixtures, shared
 
 # The machine's own user database: the tests must leave it exactly as they found it.
 MACHINE_USER_FILES = ("/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow", "/etc/subuid", "/etc/subgid")
@@ -110,6 +110,16 @@ def access(operator_driver, sshd):
     yield tool
     for account in tool.granted:  # leave the sandbox as the test found it
         tool.revoke(account)
+
+
+@pytest.fixture
+def stock_access(stock_sshd):  # noqa: F811
+    """access.py on a node whose sshd has OpenSSH's stock AuthorizedKeysFile (keys in the tenant's home)."""
+    with driver_for(stock_sshd.node(), key_file=str(stock_sshd.operator_key_file)) as driver:
+        tool = AccessTool(driver, stock_sshd)
+        yield tool
+        for account in tool.granted:
+            tool.revoke(account)
 
 
 @pytest.fixture

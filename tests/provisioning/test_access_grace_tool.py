@@ -20,7 +20,7 @@ UNTIL = dt.datetime(2031, 1, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def keys_line(sshd, account: str) -> str:
-    return (sshd.home(account) / ".ssh" / "authorized_keys").read_text()
+    return sshd.held_key(account).read_text()
 
 
 def test_grace_limits_the_key_to_read_only_sftp_holds_the_crontab_and_a_grant_again_gives_the_login_back(
@@ -101,7 +101,10 @@ def test_a_tenants_loop_rewriting_its_key_gets_no_shell_in_the_data_window(acces
     assert "uid=" not in tried.stdout, tried.stdout
 
 
-def test_a_key_planted_in_authorized_keys2_gives_no_shell_in_the_data_window(access, sshd, account, make_ssh_key):
+def test_a_key_planted_in_authorized_keys2_gives_no_shell_in_the_data_window(
+    stock_access, stock_sshd, account, make_ssh_key
+):
+    access, sshd = stock_access, stock_sshd
     # Given a tenant (on an sshd with OpenSSH's stock AuthorizedKeysFile) who put a second key of its own, with no
     # restriction, in authorized_keys2
     key, planted = make_ssh_key(), make_ssh_key("planted@laptop")
@@ -118,7 +121,9 @@ def test_a_key_planted_in_authorized_keys2_gives_no_shell_in_the_data_window(acc
     assert not (sshd.home(account) / ".ssh" / "authorized_keys2").exists()
 
 
-def test_a_deleted_key_file_never_keeps_the_tenants_processes_alive(access, sshd, account, make_ssh_key):
+def test_a_tenant_deleting_its_key_file_neither_keeps_its_processes_nor_loses_the_window(
+    access, sshd, account, make_ssh_key
+):
     # Given a tenant who deleted its authorized_keys and left a job running
     key = make_ssh_key()
     assert access.grant(account, key).exit_code == 0
@@ -126,6 +131,27 @@ def test_a_deleted_key_file_never_keeps_the_tenants_processes_alive(access, sshd
         job = session.run(["sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!"], timeout=30)
         session.run(["rm", "-f", f"/home/{account}/.ssh/authorized_keys"], timeout=30)
     assert running(job.stdout.strip())
+
+    # When the data window opens
+    opened = access("grace", "--account", account, "--until", UNTIL.isoformat())
+
+    # Then the job was stopped, and the window opens all the same on the key the tenant cannot touch: read-only SFTP
+    assert opened.exit_code == 0, opened.stderr
+    time.sleep(0.2)
+    assert not running(job.stdout.strip())
+    assert keys_line(sshd, account).startswith('restrict,command="')
+    tried = ssh_command(sshd, key.private, account, "id")
+    assert "uid=" not in tried.stdout, tried.stdout
+
+
+def test_with_no_key_anywhere_the_window_stays_shut_and_the_tenant_is_stopped(access, sshd, account, make_ssh_key):
+    # Given a tenant with a job running, and no key file left at all (the held one lost on the node)
+    key = make_ssh_key()
+    assert access.grant(account, key).exit_code == 0
+    with login(sshd, account, key) as session:
+        job = session.run(["sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!"], timeout=30)
+        session.run(["rm", "-f", f"/home/{account}/.ssh/authorized_keys"], timeout=30)
+    sshd.held_key(account).unlink()
 
     # When the data window opens
     opened = access("grace", "--account", account, "--until", UNTIL.isoformat())

@@ -53,7 +53,10 @@ def test_a_rekeyed_account_opens_with_the_new_key_only_and_keeps_its_expiry(acce
     assert (info.st_uid, oct(info.st_mode & 0o777)) == (shown["uid"], "0o600")
 
 
-def test_a_key_the_tenant_copied_to_authorized_keys2_stops_working_at_the_rekey(access, sshd, account, make_ssh_key):
+def test_a_key_the_tenant_copied_to_authorized_keys2_stops_working_at_the_rekey(
+    stock_access, stock_sshd, account, make_ssh_key
+):
+    access, sshd = stock_access, stock_sshd
     # Given an account (on an sshd with OpenSSH's stock AuthorizedKeysFile) whose key was copied to authorized_keys2
     old, new = make_ssh_key("old@laptop"), make_ssh_key("new@laptop")
     assert access.grant(account, old).exit_code == 0
@@ -148,7 +151,9 @@ def test_a_rekey_never_follows_a_link_the_customer_planted(access, sshd, account
 def test_without_an_installed_key_or_expires_the_rekey_fails_saying_so(access, sshd, account, make_ssh_key):
     old, new = make_ssh_key(), make_ssh_key()
     access.grant(account, old)
+    # Both copies gone (the tenant's own, and the held one, as on a node the tool was installed on mid-rental)
     (sshd.home(account) / ".ssh" / "authorized_keys").unlink()
+    sshd.held_key(account).unlink()
 
     result = rekey(access, account, new)
 
@@ -175,6 +180,7 @@ def test_a_key_limited_on_purpose_is_never_widened_by_a_rekey(access, sshd, acco
     key_type, data = old.public.split()[:2]
     limited = f'restrict,command="internal-sftp -R",expiry-time="203101010000Z" {key_type} {data}\n'
     keys_file.write_text(limited)
+    sshd.held_key(account).write_text(limited)
     before = sshd.etc("passwd").read_bytes()
 
     # When a rekey asks for a plain key, with an explicit expiry
@@ -183,7 +189,7 @@ def test_a_key_limited_on_purpose_is_never_widened_by_a_rekey(access, sshd, acco
     # Then it is refused and nothing changed: the limit stays, the new key opens nothing
     assert result.exit_code == 3
     assert "restrictions" in result.stderr
-    assert keys_file.read_text() == limited
+    assert keys_file.read_text() == limited and sshd.held_key(account).read_text() == limited
     assert sshd.etc("passwd").read_bytes() == before
     with pytest.raises(DriverError, match="refused the key"):
         login(sshd, account, new)

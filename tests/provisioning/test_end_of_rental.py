@@ -145,8 +145,9 @@ def test_the_end_of_rental_leaves_nothing_of_the_tenant_and_its_uid_is_never_han
     assert access.grant(after, make_ssh_key()).exit_code == 0
     assert uid_of(sshd, after) > uid > earlier_uid
     left_to_it = files_of(operator_driver, uid_of(sshd, after), after)
-    its_home = (f"/home/{after}", str(sshd.home(after)))  # the sandbox's homes lie under /tmp too
-    assert [path for path in left_to_it if not path.startswith(its_home)] == []
+    # Its own: its home (the sandbox's homes lie under /tmp too) and the key file the grant just wrote for it
+    its_own = (f"/home/{after}", str(sshd.home(after)), str(sshd.held_key(after)))
+    assert [path for path in left_to_it if not path.startswith(its_own)] == []
 
 
 def test_a_file_that_cannot_be_removed_fails_the_revocation_and_a_rerun_completes_it(

@@ -8,7 +8,9 @@ from provisioning.preflight.cli import command_line, parser
 
 def test_the_steps_run_in_the_order_a_node_needs_them_with_a_rising_progress_bar():
     names = [step.run.__name__ for step in node_steps.STEPS]
-    assert names == ["connect", "clear_lost_attempt", "upload", "setup", "preflight", "read_report", "grant"]
+    assert names == [
+        "connect", "clear_lost_attempt", "upload", "sshd_keys", "setup", "preflight", "read_report", "grant"
+    ]  # fmt: skip
     percents = [step.percent for step in node_steps.STEPS]
     assert percents == sorted(percents) and percents[-1] < 100  # 100 is written with the outcome
 
@@ -36,6 +38,7 @@ def test_a_recheck_runs_every_step_but_the_grant_and_its_preflight_names_no_orde
         "connect",
         "clear_lost_attempt",
         "upload",
+        "sshd_keys",
         "setup",
         "preflight",
         "read_report",

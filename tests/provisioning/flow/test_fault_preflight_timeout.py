@@ -20,7 +20,10 @@ from tests.provisioning.flow.node_faults import (
     wait_until,
 )
 
-LIMIT = 20  # seconds: what the hung preflight runs into
+# seconds: what the hung preflight runs into. Its ranks must have started before the kill, so the test can
+# see them die; under load (four workers on two cores, seen in CI) the upload and the ranks' start took
+# over 20 s, so the limit leaves that room.
+LIMIT = 45
 # The retry's limit: the trimmed preflight takes about 10 s alone, but over 20 s beside three other test workers
 # on two cores (seen in CI), so the retry gets the room a real preparation would.
 RETRY_LIMIT = 120

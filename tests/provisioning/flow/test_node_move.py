@@ -2,7 +2,7 @@
 the spare is prepared with the order's preparation, the tenant's checkpoints in home and scratch are copied node
 to node (links and hostile names never followed), the customer's key works on the spare, the manifest's new
 revision names both nodes, and the old node gets the clean end of rental. An unreachable old node: nothing is
-copied and the customer is told so. No spare free (or the spare fails its preflight): the customer is told,
+copied, the customer is told so, and the old node keeps the files (tests/provisioning/flow/test_node_move_kept.py). No spare free (or the spare fails its preflight): the customer is told,
 staff see it under "Needs attention". A second move of a node while one is open is refused."""
 
 from __future__ import annotations
@@ -210,13 +210,16 @@ def test_a_move_from_an_unreachable_node_copies_nothing_says_so_and_keeps_the_ol
     assert as_tenant(sandbox_sshd, account_name(order), customer_key, "whoami").strip() == account_name(order)
     moved = [message for message in mail.outbox if "moved to another node" in message.subject]
     assert len(moved) == 1 and "could not be reached, so none of your files could be copied" in moved[0].body
-    # And node-a keeps its grant and stays out of sale while its clean end of rental waits for it to answer
+    assert "stay on your old node (node-a) until your rental ends" in moved[0].body
+    # And node-a keeps its grant and the tenant's files, out of sale: nothing wipes them when it answers again
+    # (issue 39); the job that stops the tenant there and opens read-only SFTP waits for it to answer
     node_a.refresh_from_db()
     node_b.refresh_from_db()
     assert (node_a.state, node_b.state) == (NodeState.DEGRADED, NodeState.IN_USE)
     assert AccessGrant.objects.handed_over().filter(order=order, node=node_a).exists()
-    revoke = Job.objects.get(kind=JobKind.NODE_MOVE_REVOKE)
-    assert revoke.done_at is None
+    assert move.old_files_kept_at is not None
+    assert not Job.objects.filter(kind=JobKind.NODE_MOVE_REVOKE).exists()
+    assert Job.objects.get(kind=JobKind.ACCESS_GRACE).done_at is None
     order.refresh_from_db()
     assert order.status == OrderStatus.ACTIVE
 
@@ -247,7 +250,7 @@ def test_with_no_working_spare_the_move_waits_the_customer_is_told_and_staff_see
     move = NodeMove.objects.get(order=order)
     assert move.status == MoveStatus.NO_NODE and move.to_node == node_b
     node_b.refresh_from_db()
-    assert node_b.state == NodeState.FAILED and "preflight" in node_b.state_reason
+    assert node_b.state == NodeState.FAILED and "/nonexistent/python3" in node_b.state_reason
     assert not AccessGrant.objects.filter(order=order, node=node_b, revoked_at__isnull=True).exists()
     # And the customer is told, in their language, that no spare is free yet, and the rental stays where it is
     assert [message.subject for message in mail.outbox] == [
