@@ -9,7 +9,8 @@ goes to where it is handled: the console's own section, or the admin page of the
 permission that acts on it and who holds it (ACTORS): a person is shown what their role can act on, and told how
 much waits on others (attention_for). Amounts are in units with their symbol. Rentals whose move to a spare node
 ended without one (provisioning.moves.moves_waiting) wait on an operator too, and so do the files a move left on its
-old node (moves_keeping_files) until someone releases them. Read only."""
+old node (moves_keeping_files) until someone releases them, and the downtime held because the tenant could have
+caused it (provisioning.downtime) until someone decides. Read only."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from orders.models import FIRST_PAYMENTS, Extension, ExtensionEvent, ExtensionSt
 from payments.amount_text import movement_units_text, refund_units_text, with_asset
 from payments.models import Credit, PaymentRequest, Refund, RefundEvent, RefundStatus, UnexpectedOutflow
 from payments.review import payment_evidence
+from provisioning.downtime import downtime_holds_waiting
 from provisioning.models import Node, NodeEvent, NodeState
 from provisioning.moves import moves_keeping_files, moves_waiting
 
@@ -49,6 +51,7 @@ KINDS = {
     "node": pgettext_lazy("staff", "Node out of sale"),
     "move": pgettext_lazy("staff", "Rental to move"),
     "move_files": pgettext_lazy("staff", "Files kept after a move"),
+    "downtime": pgettext_lazy("staff", "Downtime to decide"),
     "outflow": pgettext_lazy("staff", "Unexpected outflow"),
     "refund": pgettext_lazy("staff", "Refund to approve"),
     "refund_to_pay": pgettext_lazy("staff", "Refund approved, to pay"),
@@ -62,6 +65,7 @@ ACTORS = {
     "node": ("provisioning.change_node", OPERATORS),
     "move": ("provisioning.prepare_order", OPERATORS),
     "move_files": ("provisioning.prepare_order", OPERATORS),
+    "downtime": ("provisioning.prepare_order", OPERATORS),
     "outflow": ("provisioning.prepare_order", OPERATORS),  # acknowledged in the console
     "review": ("payments.review_payment", REVIEWERS),
     "extension_review": ("payments.review_payment", REVIEWERS),
@@ -79,6 +83,7 @@ QUEUE = {
     "node": pgettext_lazy("staff", "Nodes out of sale"),
     "move": pgettext_lazy("staff", "Rentals to move"),
     "move_files": pgettext_lazy("staff", "Files kept on an old node"),
+    "downtime": pgettext_lazy("staff", "Downtimes to decide"),
     "outflow": pgettext_lazy("staff", "Unexpected outflows"),
     "refund_to_pay": pgettext_lazy("staff", "Approved refunds to pay"),
 }
@@ -128,6 +133,10 @@ def needs_attention() -> list[Attention]:
             items.append(Attention("node", node.name, detail, node.since, link))
     items += _moves_stuck(console)
     items += _moves_keeping_files(console)
+    for hold in downtime_holds_waiting():
+        window = f"{hold.down_from:%Y-%m-%d %H:%M} to {hold.down_until:%Y-%m-%d %H:%M} UTC"
+        detail = f"{hold.node.name}, {window}: {hold.causes}"[:300]
+        items.append(Attention("downtime", hold.order.reference, detail, hold.created_at, console + "#downtime-title"))
     unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
     outflows = with_asset(unacknowledged).select_related("payment__order")
     for outflow in outflows:
@@ -240,6 +249,7 @@ def queue_for(user) -> list[QueueGroup]:  # noqa: ANN001 - a user
         "node": reverse("admin:provisioning_node_changelist"),
         "move": console + "#moves-title",
         "move_files": console + "#moves-title",
+        "downtime": console + "#downtime-title",
         "outflow": console + "#outflows-title",
     }
     return [

@@ -57,7 +57,8 @@ def node_recovered_context(order: Order, params: dict) -> dict:
     credit_id = params.get("credit_id")  # None: nothing was credited (the cap was used up, or no time passed)
     credit = RentalCredit.objects.filter(pk=credit_id, order=order).first() if credit_id else None
     minutes = -(-credit.seconds // 60) if credit is not None else 0  # rounded up: 40 s given back is not "0 minutes"
-    return {"node": params["node"], "minutes": minutes}
+    # held: the downtime waits on a person (the tenant's own programs could have caused it; provisioning.downtime)
+    return {"node": params["node"], "minutes": minutes, "held": bool(params.get("held"))}
 
 
 @email_context("node_moved", "node_move_waiting")

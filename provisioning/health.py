@@ -36,12 +36,13 @@ from orders.staff_notices import staff_notify
 from provisioning.downtime import downtime_episode_close
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import DriverError
-from provisioning.models import AccessGrant, Node, NodeHealth, NodeState
+from provisioning.models import AccessGrant, DowntimeHold, Node, NodeHealth, NodeState
 from provisioning.node_tools import source
 from provisioning.states import node_transition
 
 log = logging.getLogger(__name__)
 TOOL = "health.py"
+XID_LOG = "/var/lib/b200-health/xid.jsonl"  # what the node's xid_watch.py writes (node_tools/health.py reads it)
 TOOL_TIMEOUT_SECONDS = 60  # the tool answers in seconds; past this the node is not healthy
 WATCHED = (NodeState.IN_USE, NodeState.DEGRADED)
 FAIL, WARN = "fail", "warn"
@@ -105,6 +106,8 @@ def health_probe(*, node_id: int) -> NodeHealth | None:
 def tool_argv(node: Node, *, cursor: str, since: dt.datetime) -> list[str]:
     home = posixpath.join(node.accounts_root, "home") if node.accounts_root else "/home"
     argv = [node.python, TOOL, "--expect-gpus", str(node.gpu_count), "--since", f"{since.timestamp():.0f}"]
+    if node.accounts_root:  # the sandbox's own: the watcher's log lies under the accounts' root there
+        argv += ["--xid-log", posixpath.join(node.accounts_root, XID_LOG.lstrip("/"))]
     if cursor:
         argv += ["--kernel-cursor", cursor]
     if node.preflight_device == "cuda":  # a GPU node without nvidia-smi is broken; a development node has none
@@ -194,12 +197,21 @@ def _degrade(*, node: Node, order_id: int, summary: str, now: dt.datetime) -> No
 
 
 def _recover(*, node: Node, order_id: int, now: dt.datetime) -> None:
-    credit = downtime_episode_close(node_id=node.pk, until=now)
+    closed = downtime_episode_close(node_id=node.pk, until=now)
     node_transition(node=node, to=NodeState.IN_USE, actor="system", reason="health probe passes again", now=now)
+    held = isinstance(closed, DowntimeHold)
+    if isinstance(closed, DowntimeHold):
+        staff_notify(
+            roles=("operator",),
+            subject=f"Node {node.name}: downtime to decide",
+            body=f"Node {node.name} works again. Its downtime is not given back until someone decides: the cause "
+            f"could be the tenant's own programs.\nWhy it failed: {closed.causes[:1000]}",
+            link=reverse("provisioning:console") + "#downtime-title",
+        )
     email_enqueue(
         order_id=order_id,
         name="node_recovered",
-        params={"node": node.name, "credit_id": credit.pk if credit is not None else None},
+        params={"node": node.name, "credit_id": closed.pk if closed is not None and not held else None, "held": held},
     )
 
 

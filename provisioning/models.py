@@ -235,6 +235,34 @@ class NodeHealth(models.Model):
         return f"health of {self.node_id} at {self.checked_at:%Y-%m-%d %H:%M} ({'ok' if self.healthy else 'failing'})"
 
 
+class DowntimeHold(models.Model):
+    """A degraded episode whose every failing finding a tenant's own program could have caused (a slowdown under
+    its load, an XID read from the kernel log, a node too loaded to answer): its downtime is not given back
+    until a person decides (issue 39). One per episode; `decision` is written once, by provisioning.downtime."""
+
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="downtime_holds")
+    order = models.ForeignKey("shop.Order", on_delete=models.CASCADE, related_name="downtime_holds")
+    down_from = models.DateTimeField()
+    down_until = models.DateTimeField()
+    causes = models.TextField(help_text="The failing findings of the episode's probes, in words.")
+    created_at = models.DateTimeField(default=timezone.now)
+    decision = models.CharField(
+        max_length=16, blank=True, choices=[("", "undecided"), ("credited", "credited"), ("declined", "declined")]
+    )
+    decided_by = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    credit = models.ForeignKey("shop.RentalCredit", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["order", "node", "down_from"], name="one_downtime_hold_per_episode")
+        ]
+
+    def __str__(self) -> str:
+        return f"downtime of {self.node_id} for {self.order_id} from {self.down_from:%Y-%m-%d %H:%M} ({self.decision})"
+
+
 class MoveStatus(models.TextChoices):
     REQUESTED = "requested", "requested"
     PREPARING = "preparing", "preparing the spare node"  # its preparation run: setup and the full preflight

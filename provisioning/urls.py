@@ -14,5 +14,6 @@ urlpatterns = [
     path("nodes/<str:name>/recheck/", views.node_recheck, name="node_recheck"),
     path("nodes/<str:name>/move/", views.node_move, name="node_move"),
     path("moves/<int:move_id>/release/", views.move_files_release, name="move_files_release"),
+    path("downtime/<int:hold_id>/decide/", views.downtime_decide, name="downtime_decide"),
     path("outflows/<int:outflow_id>/acknowledge/", views.outflow_acknowledged, name="outflow_acknowledge"),
 ]

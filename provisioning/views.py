@@ -16,8 +16,9 @@ from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
 from provisioning.attention import KINDS, attention_for
 from provisioning.auto_prepare import preparation_stop, started_automatically
+from provisioning.downtime import DecisionRefused, downtime_hold_decide, downtime_holds_waiting
 from provisioning.health import WATCHED, latest_health
-from provisioning.models import Node, NodeMove, NodeState, PreparationRun, RunStatus
+from provisioning.models import DowntimeHold, Node, NodeMove, NodeState, PreparationRun, RunStatus
 from provisioning.moves import (
     MoveRefused,
     ReleaseRefused,
@@ -81,6 +82,7 @@ def console(request: HttpRequest) -> HttpResponse:
             "movable": nodes_movable(nodes),  # "Move to a spare node" on a degraded or failed node with a rental
             "moves_ended": moves_waiting(),
             "moves_keeping": moves_keeping_files(),
+            "downtime_holds": downtime_holds_waiting(),
             # Money that left a deposit address for neither a refund nor the treasury (payments/outflows.py).
             "outflows": outflows,
             "refresh_seconds": 5 if preparing or moves or any(node.latest_check_running for node in nodes) else None,
@@ -161,6 +163,22 @@ def move_files_release(request: HttpRequest, move_id: int) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{move.from_node.name}: the files kept for {move.order.reference} are released")
+    return redirect("provisioning:console")
+
+
+@login_required
+@permission_required(OPERATOR, raise_exception=True)
+@require_POST
+def downtime_decide(request: HttpRequest, hold_id: int) -> HttpResponse:
+    """"Give the time back" or "No time back" on a downtime held because the tenant could have caused it."""
+    hold = get_object_or_404(DowntimeHold, pk=hold_id)
+    give = request.POST.get("decision") == "credit"
+    try:
+        decided = downtime_hold_decide(hold_id=hold.pk, credit=give, actor=request.user.get_username())
+    except DecisionRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{hold.order.reference}: downtime on {hold.node.name} {decided.decision}")
     return redirect("provisioning:console")
 
 

@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from tests.servers import Anvil
+from tests.sshd import uid_floor
 from tests.staff import add_staff
 
 
@@ -68,16 +71,42 @@ def operator(db):
 
 
 @pytest.fixture
-def make_node(db):
+def make_node(db, tmp_path):
+    """A node on this machine (the local driver). Its accounts live in a user database of its own under the test's
+    folder: the access tool that a test reaches through it (an extension, a credit) never adds a user to this
+    machine."""
     from provisioning.models import Node
 
     counter = iter(range(1, 10_000))
+    accounts = accounts_database(tmp_path / "node-accounts")
 
     def make(**fields):
         number = next(counter)
-        return Node.objects.create(**{"name": f"node-{number}", "driver": "local", "host": "127.0.0.1", **fields})
+        defaults = {"name": f"node-{number}", "driver": "local", "host": "127.0.0.1", "accounts_root": accounts}
+        return Node.objects.create(**{**defaults, **fields})
 
     return make
+
+
+def accounts_database(folder: Path) -> str:
+    """A copy of this machine's user database (no password hash) under `folder`, for `access.py --users-prefix`."""
+    etc = folder / "etc"
+    (etc / "ssh").mkdir(parents=True)
+    (folder / "home").mkdir()
+    for name in ("passwd", "group", "shadow", "gshadow", "subuid", "subgid"):
+        source = Path("/etc") / name
+        if source.exists():
+            lines = source.read_text().splitlines()
+            if name in ("shadow", "gshadow"):
+                lines = [re.sub(r"^([^:]*):[^:]*:", r"\1:*:", line) for line in lines]
+            (etc / name).write_text("".join(f"{line}\n" for line in lines))
+    # Its accounts number apart from this machine's users and the sshd sandbox's (the end of rental kills by uid)
+    floor = uid_floor() + 1_500
+    for name, line in (("passwd", f"uid-floor:x:{floor}:{floor}::/nonexistent:/usr/sbin/nologin"),
+                       ("group", f"uid-floor:x:{floor}:")):  # fmt: skip
+        with open(etc / name, "a") as handle:
+            handle.write(f"{line}\n")
+    return str(folder)
 
 
 @pytest.fixture

@@ -153,10 +153,11 @@ class SandboxSshd:
         authorized.chmod(0o600)
 
     def _build_ssh_folder(self, folder: Path) -> None:
-        """etc/ssh: the machine's files (links), but this server's sshd_config, and no sshd_config.d."""
+        """etc/ssh: the machine's files (links), but this server's sshd_config, no sshd_config.d, and the held keys
+        (authorized_keys/) the sandbox's own."""
         folder.mkdir(mode=0o755)
         for name in sorted(os.listdir("/etc/ssh")):
-            if name not in ("sshd_config", "sshd_config.d"):
+            if name not in ("sshd_config", "sshd_config.d", "authorized_keys"):
                 os.symlink(f"{HOST_ETC}/ssh/{name}", folder / name)
 
     def _copy_user_database(self, etc: Path) -> None:

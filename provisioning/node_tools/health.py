@@ -2,15 +2,19 @@
 while a tenant works there, so it never loads the cards, never reads the tenant's files, and ends in seconds.
 
     python3 health.py [--expect-gpus 2] [--require-gpus] [--kernel-cursor CURSOR] [--since EPOCH]
-                      [--path /home] [--path /scratch] [--min-free-percent 5]
+                      [--xid-log /var/lib/b200-health/xid.jsonl] [--path /home] [--path /scratch]
+                      [--min-free-percent 5]
 
 Prints one JSON object: {"findings": [{check, status, detail}, ...], "kernel_cursor": "...", "healthy": bool}.
 A status is pass, fail (the node is not fit: the shop marks it degraded), warn (shown, not held against the node)
 or skip (not checked here, and why). A source that cannot be read (no nvidia-smi on a development node, a kernel
 log this login may not read) is a warn or a skip with the reason, never a crash.
 
-Checks: `cards` (nvidia-smi lists the expected number), `xid` (XID errors in the kernel log since the cursor:
-`boot_id@seconds`; a different boot reads from its start), `ecc` (uncorrectable ECC errors, volatile and
+Checks: `cards` (nvidia-smi lists the expected number), `xid` (XID errors since the cursor, from the event log
+that the node's xid_watch.py writes from NVML as root, where no tenant writes: `xidlog@epoch`), or, on a node
+without that log, `xid_kernel_log` (the driver's `NVRM: Xid` records in the kernel log since the cursor:
+`boot_id@seconds`; a different boot reads from its start; the shop asks a person before such a fault credits
+time, since text in the kernel log is not proof), `ecc` (uncorrectable ECC errors, volatile and
 aggregate), `memory_repair` (retired pages pending, pending or failed row remaps), `nvlink` (links down),
 `throttle` (hardware slowdown, thermal or power brake), `disk` (free space on each --path).
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 # ruff: noqa: S603 - the tools run are fixed names (nvidia-smi, dmesg, journalctl), never input
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -47,6 +52,8 @@ APPLICATION_XIDS = {13, 31, 43, 45, 68, 69}
 # text in a kernel line of its own (a trap line quotes the faulting file's name), never at the message's start
 # (issue 39: "traps: ... in x NVRM: Xid (PCI:...): 79, ..." made a node degraded and credited time).
 XID_LINE = re.compile(r"^\s*\[\s*\d+(?:\.\d+)?\]\s(?:\S+ kernel: )?NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
+# The check's name when the XIDs come from the kernel log (no watcher log on the node): its text is not proof.
+KERNEL_XID = "xid_kernel_log"
 STAMP = re.compile(r"^\s*\[\s*(\d+(?:\.\d+)?)\]")
 SPEED = re.compile(r"(\d+(?:\.\d+)?)\s*GB/s", re.IGNORECASE)
 GPU_LINE = re.compile(r"^GPU (\d+):")
@@ -236,6 +243,71 @@ def evaluate_xids(text: str, after: float | None) -> tuple[dict, float | None]:
     return finding("xid", PASS, "no new XID error in the kernel log"), last
 
 
+XID_LOG = "/var/lib/b200-health/xid.jsonl"  # written by xid_watch.py (root), read here
+XID_LOG_CURSOR = "xidlog@"
+
+
+def root_only(path: str) -> str:
+    """Why someone other than root could have written `path` ("" when only root could): the file and every folder
+    above it root's, none writable by group or others, no link on the way."""
+    current = "/"
+    for part in [part for part in path.split("/") if part]:
+        current = os.path.join(current, part)
+        try:
+            info = os.lstat(current)
+        except OSError as exc:
+            return f"{current}: {exc.strerror}"
+        sticky = current != path and info.st_mode & 0o1000
+        if os.path.islink(current) or info.st_uid != 0 or (info.st_mode & 0o022 and not sticky):
+            return f"{current} is not root's alone"
+    return ""
+
+
+def evaluate_xid_events(lines: list[str], after: float | None) -> tuple[dict, float | None]:
+    """XID events of the NVML watcher logged after `after` (epoch seconds); the newest event's time."""
+    last: float | None = None
+    hardware: list[str] = []
+    application: list[str] = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+            at, code = float(event["at"]), int(event["xid"])
+            card = str(event.get("uuid") or event.get("index", "?"))[:60]
+        except (ValueError, KeyError, TypeError):
+            continue
+        last = at if last is None else max(last, at)
+        if after is not None and at <= after:
+            continue
+        text_ = f"XID {code} on {card} (NVML)"
+        (application if code in APPLICATION_XIDS else hardware).append(text_)
+    if hardware:
+        return finding("xid", FAIL, "; ".join((hardware + application)[:5])), last
+    if application:
+        return finding("xid", WARN, "errors of the tenant's programs: " + "; ".join(application[:5])), last
+    return finding("xid", PASS, "no new XID event from NVML"), last
+
+
+def check_xid_log(path: str, cursor: str, since: float | None) -> tuple[dict, str] | None:
+    """The watcher's log when it is there and only root writes it (None: fall back to the kernel log)."""
+    if not os.path.exists(path) or root_only(path):
+        return None
+    lines: list[str] = []
+    for name in (path + ".1", path):  # the watcher rotates its log once it is large
+        try:
+            with open(name, encoding="utf-8", errors="replace") as handle:
+                lines += handle.read().splitlines()
+        except OSError:
+            continue
+    after = since
+    if cursor.startswith(XID_LOG_CURSOR):
+        with contextlib.suppress(ValueError):
+            after = float(cursor[len(XID_LOG_CURSOR) :])
+    result, last = evaluate_xid_events(lines, after)
+    known = [x for x in (last, after) if x is not None]
+    # The event's own time, whole (repr): a rounded cursor would read the newest event again as new
+    return result, (f"{XID_LOG_CURSOR}{max(known)!r}" if known else cursor)
+
+
 def kernel_log() -> tuple[str | None, str]:
     """The kernel log with monotonic stamps: dmesg, else the journal; (None, why) when this login may read neither."""
     tried = []
@@ -247,16 +319,21 @@ def kernel_log() -> tuple[str | None, str]:
     return None, "; ".join(tried)
 
 
-def check_xids(cursor: str, since: float | None) -> tuple[dict, str]:
+def check_xids(cursor: str, since: float | None, xid_log: str = XID_LOG) -> tuple[dict, str]:
+    from_watcher = check_xid_log(xid_log, cursor, since)
+    if from_watcher is not None:
+        return from_watcher
     boot = boot_id()
     text, source = kernel_log()
     if text is None:
-        return finding("xid", WARN, f"kernel log unreadable for this login, XID errors not checked ({source})"), cursor
+        detail = f"kernel log unreadable for this login, XID errors not checked ({source})"
+        return finding(KERNEL_XID, WARN, detail), cursor
     after = parse_cursor(cursor, boot)
     if after is None and since is not None:
         started = boot_time()
         after = since - started if started is not None and since > started else None
     result, last = evaluate_xids(text, after)
+    result = {**result, "check": KERNEL_XID}
     known = [x for x in (last, after) if x is not None]
     newest = max(known) if known else None
     return result, (f"{boot}@{newest:.6f}" if newest is not None else cursor)
@@ -309,7 +386,7 @@ def check_gpus(expected: int, required: bool) -> list[dict]:
 
 def probe(args: argparse.Namespace) -> dict:
     findings = check_gpus(args.expect_gpus, args.require_gpus)
-    xid, cursor = check_xids(args.kernel_cursor, args.since)
+    xid, cursor = check_xids(args.kernel_cursor, args.since, args.xid_log)
     findings.append(xid)
     findings.extend(check_disk(args.path, args.min_free_percent))
     return {
@@ -325,6 +402,7 @@ def parser() -> argparse.ArgumentParser:
     tool.add_argument("--require-gpus", action="store_true", help="a node without nvidia-smi fails")
     tool.add_argument("--kernel-cursor", default="", help="BOOT_ID@SECONDS the kernel log was read up to")
     tool.add_argument("--since", type=float, help="epoch seconds: with no cursor, XIDs before this are old")
+    tool.add_argument("--xid-log", default=XID_LOG, help="the NVML XID event log xid_watch.py writes")
     tool.add_argument("--path", action="append", default=[], help="a folder whose free space is checked")
     tool.add_argument("--min-free-percent", type=float, default=5.0)
     return tool

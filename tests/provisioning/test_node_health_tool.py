@@ -12,7 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from provisioning.node_tools import health
+import pytest
+
+from provisioning.node_tools import health, xid_watch
 from tests.provisioning.preflight.fake_tools import UUIDS, nvlink_status
 from tests.servers import server_missing
 
@@ -157,12 +159,16 @@ def test_a_node_login_that_may_not_read_the_kernel_log_gets_a_warning_not_a_cras
     fake(tmp_path, "journalctl", 'echo "No journal files were opened due to insufficient permissions." >&2; exit 1')
 
     # When the tool runs
-    report = run_tool(tmp_path, "--expect-gpus", "2", "--path", str(tmp_path), "--path", "/no/such/folder")
+    report = run_tool(
+        tmp_path, "--expect-gpus", "2", "--path", str(tmp_path), "--path", "/no/such/folder",
+        "--xid-log", str(tmp_path / "no-watcher.jsonl"),
+    )  # fmt: skip
 
     # Then it answers: healthy, the kernel log a warning with the reason, the GPU checks skipped, one disk checked
     assert report["healthy"] is True
     found = {item["check"]: item for item in report["findings"] if item["check"] != "disk"}
-    assert found["xid"]["status"] == "warn" and "Operation not permitted" in found["xid"]["detail"]
+    xid = found["xid_kernel_log"]
+    assert xid["status"] == "warn" and "Operation not permitted" in xid["detail"]
     assert found["cards"]["status"] == "skip"
     disks = [item["status"] for item in report["findings"] if item["check"] == "disk"]
     assert disks == ["pass", "skip"]
@@ -177,3 +183,71 @@ def test_a_gpu_node_whose_nvidia_smi_is_gone_or_broken_fails(tmp_path):
     report = run_tool(tmp_path, "--expect-gpus", "2")
     assert report["healthy"] is False
     assert "Unknown Error" in next(item["detail"] for item in report["findings"] if item["check"] == "cards")
+
+
+FORGED = "[ 9000.250000] traps: python3[77] trap invalid opcode in x NVRM: Xid (PCI:0000:1b:00): 79, GPU has fallen off"
+
+
+def xid_log(folder: Path, *events: dict) -> Path:
+    log = folder / "b200-health" / "xid.jsonl"
+    log.parent.mkdir(mode=0o755, exist_ok=True)
+    with open(log, "a") as handle:
+        for event in events:
+            handle.write(json.dumps(event) + "\n")
+    return log
+
+
+def test_xids_come_from_the_watchers_log_and_the_kernel_log_is_not_read_then(tmp_path, monkeypatch):
+    # Given the watcher's log (root's alone) with an XID 79 from NVML, and a kernel log a tenant filled
+    log = xid_log(tmp_path, {"at": 2000.0, "index": 0, "uuid": UUIDS[0], "xid": 79})
+    monkeypatch.setattr(health, "kernel_log", lambda: (FORGED + "\n", "dmesg"))
+
+    # When the probe reads XIDs since 1000, then again from its cursor
+    first, cursor = health.check_xids("", 1000.0, str(log))
+    again, _ = health.check_xids(cursor, 1000.0, str(log))
+
+    # Then the NVML event fails the node once, named by its card; the next read finds nothing new
+    assert first == {"check": "xid", "status": "fail", "detail": f"XID 79 on {UUIDS[0]} (NVML)"}
+    assert cursor == "xidlog@2000.0"
+    assert again == {"check": "xid", "status": "pass", "detail": "no new XID event from NVML"}
+    # And an XID a tenant's program causes (13) is shown, not held against the node
+    xid_log(tmp_path, {"at": 2001.0, "index": 1, "uuid": UUIDS[1], "xid": 13})
+    assert health.check_xids(cursor, 1000.0, str(log))[0]["status"] == "warn"
+
+
+def test_a_watcher_log_someone_else_could_write_is_not_trusted(tmp_path, monkeypatch):
+    # Given a log that another login may write into (a folder open to all), holding a made-up XID 79
+    log = xid_log(tmp_path, {"at": 2000.0, "index": 0, "uuid": UUIDS[0], "xid": 79})
+    log.parent.chmod(0o777)
+    monkeypatch.setattr(health, "kernel_log", lambda: ("[ 10.000000] Linux version 6.8\n", "dmesg"))
+
+    # When the probe reads XIDs
+    result, _ = health.check_xids("", 1000.0, str(log))
+
+    # Then the log is ignored: the kernel log is read, under its own name (the shop asks a person before credit)
+    assert result == {"check": "xid_kernel_log", "status": "pass", "detail": "no new XID error in the kernel log"}
+
+
+def test_the_watcher_logs_each_nvml_event_with_its_time_and_rotates_a_large_log(tmp_path, monkeypatch):
+    # Given NVML's events (a FAKE: no GPU, no NVML on this machine) and a small rotation size
+    events = iter([{"index": 0, "uuid": UUIDS[0], "xid": 79}, {"index": 1, "uuid": UUIDS[1], "xid": 48}])
+    monkeypatch.setattr(xid_watch, "ROTATE_BYTES", 10)
+    log = tmp_path / "b200-health" / "xid.jsonl"
+
+    # When the watcher writes them
+    written = xid_watch.watch(events, str(log), clock=iter([100.5, 101.25]).__next__)
+
+    # Then each is one JSON line with its time, the first rotated to .1 once the log was past the size; the
+    # log's folder and file are root's alone, which the probe checks before it trusts them
+    assert written == 2
+    assert json.loads((tmp_path / "b200-health" / "xid.jsonl.1").read_text()) == {
+        "at": 100.5, "index": 0, "uuid": UUIDS[0], "xid": 79,
+    }  # fmt: skip
+    assert json.loads(log.read_text())["xid"] == 48
+    assert health.root_only(str(log)) == "" and oct(log.stat().st_mode & 0o777) == "0o644"
+    assert health.check_xids("", 100.0, str(log))[0]["detail"].startswith(f"XID 79 on {UUIDS[0]} (NVML); XID 48")
+
+
+def test_the_watcher_says_so_when_nvml_cannot_be_loaded():
+    with pytest.raises(xid_watch.Failed, match="NVML cannot be loaded"):
+        next(xid_watch.nvml_events("libnvidia-ml-absent.so.1"))
