@@ -38,11 +38,22 @@ def payment_window_open(payment: dict[str, Any], now: dt.datetime) -> bool:
     return now < payment["expires_at"]
 
 
+def short(payment: dict[str, Any]) -> bool:
+    """Money was seen, but less than the quote: what is missing is named as soon as the transfer is seen, before it
+    is final (issue 40), and the card asks for that much."""
+    if payment["status"] not in (P.DETECTED, P.UNDERPAID):
+        return False
+    return int(payment.get("received_base_units") or 0) < int(payment.get("amount_base_units") or 0)
+
+
 def payable(status: str, payment: dict[str, Any], now: dt.datetime) -> bool:
-    """Whether the page offers the payment card: an unpaid order whose window is open, or a top-up."""
+    """Whether the page offers the payment card: an unpaid order whose window is open, or a top-up. Once the whole
+    amount is seen the instructions give way to the progress (no second payment is invited while it confirms)."""
     if status not in UNPAID and payment["status"] != P.UNDERPAID:
         return False
     if payment["status"] not in (P.PENDING, P.DETECTED, P.UNDERPAID):
+        return False
+    if payment["status"] == P.DETECTED and not short(payment):
         return False
     return payment_window_open(payment, now)
 
@@ -77,6 +88,8 @@ def order_story(
     if status == S.NEEDS_REVIEW:
         return Story("needs_review", "warning")
     if status in UNPAID:
+        if paid_status == P.DETECTED and short(payment):
+            return Story("detected_short", "warning", "pay" if payable(status, payment, now) else "")
         if paid_status == P.DETECTED:
             return Story("detected", "info")
         if not payment_window_open(payment, now):

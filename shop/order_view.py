@@ -60,6 +60,8 @@ def payment_fields(payment: PaymentRequest, *, notices: int, tx_hashes: list[str
         "status_label": payment.get_status_display(),
         "received_base_units": str(int(payment.received_base_units)),
         "confirmations": payment.confirmations,
+        # What the page says: never "4 of 2" (blocks keep coming while a payment waits on a person)
+        "confirmations_shown": min(payment.confirmations, asset.network.confirmations_required or 1 << 31),
         # Under a safe or finalized rule no count of blocks makes a transfer final: no "n of N" then.
         "confirmations_required": None if asset.network.finality_tag else asset.network.confirmations_required,
         "finality": asset.network.finality_rule,
@@ -69,6 +71,9 @@ def payment_fields(payment: PaymentRequest, *, notices: int, tx_hashes: list[str
         "missing": format_units(
             max(0, int(payment.amount_base_units) - int(payment.received_base_units)), payment.decimals
         ),
+        # Seen (or confirmed) but less than the quote: the card asks for the rest (shop.order_story.short)
+        "short": payment.status in (PaymentStatus.DETECTED, PaymentStatus.UNDERPAID)
+        and int(payment.received_base_units) < int(payment.amount_base_units),
         "refunds_due": [_refund_due(entry) for entry in payment.refunds_due],
         "tx_hashes": tx_hashes,
         "notices": notices,

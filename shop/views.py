@@ -6,6 +6,7 @@ The wizard keeps its answers in the session; nothing is stored or reserved until
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -305,6 +306,9 @@ def _status_page(
         "status_url": view["status_url"],
         "total_usd": Decimal(view["total_usd"]),
         "paid_form": paid_form or PaidForm(),
+        # What the page's script follows of the extensions (issue 40): each one's status and its payment's, so that
+        # a change it did not render (an extension paid, applied, expired) brings the page up to date by itself.
+        "extension_states": json.dumps({e["id"]: [e["status"], e["payment"]["status"]] for e in view["extensions"]}),
         # The "Extend" form, while the rental runs (shown again with its errors after a refused POST).
         # Not while an extension waits for its payment: one open quote at a time.
         "extend_form": extend_form or (_extend_form(order) if _extendable(order) and not open_extensions else None),

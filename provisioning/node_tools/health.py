@@ -236,11 +236,16 @@ def evaluate_xids(text: str, after: float | None) -> tuple[dict, float | None]:
         code = int(xid.group(2))
         text_ = f"XID {code} on {xid.group(1)}: {said(xid.group(3))[:120]}"
         (application if code in APPLICATION_XIDS else hardware).append(text_)
+    return xid_finding(hardware, application, "no new XID error in the kernel log"), last
+
+
+def xid_finding(hardware: list[str], application: list[str], none: str) -> dict:
+    """A hardware XID fails the node; one a tenant's own program causes is only shown."""
     if hardware:
-        return finding("xid", FAIL, "; ".join((hardware + application)[:5])), last
+        return finding("xid", FAIL, "; ".join((hardware + application)[:5]))
     if application:
-        return finding("xid", WARN, "errors of the tenant's programs: " + "; ".join(application[:5])), last
-    return finding("xid", PASS, "no new XID error in the kernel log"), last
+        return finding("xid", WARN, "errors of the tenant's programs: " + "; ".join(application[:5]))
+    return finding("xid", PASS, none)
 
 
 XID_LOG = "/var/lib/b200-health/xid.jsonl"  # written by xid_watch.py (root), read here
@@ -280,11 +285,7 @@ def evaluate_xid_events(lines: list[str], after: float | None) -> tuple[dict, fl
             continue
         text_ = f"XID {code} on {card} (NVML)"
         (application if code in APPLICATION_XIDS else hardware).append(text_)
-    if hardware:
-        return finding("xid", FAIL, "; ".join((hardware + application)[:5])), last
-    if application:
-        return finding("xid", WARN, "errors of the tenant's programs: " + "; ".join(application[:5])), last
-    return finding("xid", PASS, "no new XID event from NVML"), last
+    return xid_finding(hardware, application, "no new XID event from NVML"), last
 
 
 def check_xid_log(path: str, cursor: str, since: float | None) -> tuple[dict, str] | None:

@@ -5,9 +5,10 @@
  * answer's ETag in If-None-Match: while nothing changed the server answers 304 with no body, at the cost of
  * one small query. The first poll comes 2 s after the page; each unchanged answer waits 1.5 times longer,
  * up to 20 s; any change brings it back to 2 s, and coming back to the page (focus) polls at once. The
- * payment's status, its confirmations and the amount seen change in place; when the order itself moves on
- * (paid, preparing, active, expired...) or the payment lands in an exception state, the page reloads so that
- * the server renders the new sections and instructions. Polling stops once nothing can change by itself.
+ * payment's confirmations change in place; when the order itself moves on (paid, preparing, active, expired...),
+ * the payment's status changes or more money is seen (the card gives way, or asks for what is missing), the page
+ * reloads so that the server renders the new sections and instructions; so does an extension whose status or payment moved (an
+ * active rental's page follows its open extension to "applied"). Polling stops once nothing can change by itself.
  */
 (function () {
   "use strict";
@@ -41,6 +42,10 @@
 
   let orderStatus = data.orderStatus;
   let paymentStatus = data.paymentStatus;
+  const receivedShown = data.paymentReceived || "0";
+  // Each extension's status and its payment's, as the page shows them: {id: [status, payment status]}.
+  const extensionStates = JSON.stringify(shop.jsonData(data.extensionStates) || {});
+  const LIVE_EXTENSION_STATUSES = ["awaiting_payment", "payment_reported"];
 
   /* ---- Countdown ---- */
 
@@ -89,7 +94,21 @@
   /* ---- Live status ---- */
 
   function isLive(order, payment) {
-    return LIVE_ORDER_STATUSES.includes(order) || LIVE_PAYMENT_STATUSES.includes(payment);
+    return LIVE_ORDER_STATUSES.includes(order) || LIVE_PAYMENT_STATUSES.includes(payment) || extensionOpen();
+  }
+
+  /** An extension still waiting for its money can move by itself (seen, applied, expired), as the order can. */
+  function extensionOpen() {
+    const states = shop.jsonData(data.extensionStates) || {};
+    return Object.values(states).some(([status]) => LIVE_EXTENSION_STATUSES.includes(status));
+  }
+
+  function extensionStatesOf(order) {
+    const states = {};
+    (order.extensions || []).forEach((extension) => {
+      states[String(extension.id)] = [extension.status, (extension.payment || {}).status];
+    });
+    return JSON.stringify(states);
   }
 
   function setText(element, text) {
@@ -104,7 +123,11 @@
       status.className = `status status--${payment.status}`;
     }
     const numbers = {
-      confirmations: shop.formatInteger(payment.confirmations || 0, locale),
+      // never "4 of 2": blocks keep coming while a payment waits on a person
+      confirmations: shop.formatInteger(
+        Math.min(payment.confirmations || 0, payment.confirmations_required || Number.POSITIVE_INFINITY),
+        locale,
+      ),
       required: shop.formatInteger(payment.confirmations_required || 0, locale),
       received: shop.formatUnits(payment.received_base_units || "0", decimals),
     };
@@ -112,17 +135,10 @@
     if (confirmations && payment.status !== "pending") {
       setText(confirmations, `(${shop.fill(confirmations.dataset.template, numbers)})`);
     }
+    // The "we see it arriving" story counts the confirmations in place (any other story is the server's alone).
     const state = document.getElementById("payment-state");
-    if (state && payment.status === "detected") {
-      let notice = state.querySelector("[data-live-notice]");
-      if (!notice) {
-        notice = document.createElement("p");
-        notice.className = "notice notice--info";
-        notice.dataset.liveNotice = "";
-        state.replaceChildren(notice);
-      }
-      setText(notice, shop.fill(state.dataset.detectedTemplate, numbers));
-    }
+    const notice = state && state.querySelector("[data-story=detected] [data-live-notice]");
+    if (notice && payment.status === "detected") setText(notice, shop.fill(state.dataset.detectedTemplate, numbers));
   }
 
   /** The timeline moves on to the confirmations once the transfer is seen (the page does not reload for it). */
@@ -182,9 +198,11 @@
   /** Apply one API answer; false when polling should stop. */
   function apply(order) {
     const payment = order.payment || {};
-    const paymentMovedOn =
-      payment.status !== paymentStatus && !(paymentStatus === "pending" && payment.status === "detected");
-    if (order.status !== orderStatus || paymentMovedOn) {
+    // Money seen (or more of it) is a new story: the server decides whether the card goes (the whole amount) or
+    // asks for what is missing, so the page comes back from it.
+    const paymentMovedOn = payment.status !== paymentStatus || (payment.received_base_units || "0") !== receivedShown;
+    const extensionsMoved = order.extensions !== undefined && extensionStatesOf(order) !== extensionStates;
+    if (order.status !== orderStatus || paymentMovedOn || extensionsMoved) {
       reloadWhenIdle();
       return false;
     }
@@ -249,7 +267,7 @@
         .then((order) => {
           if (!order) return;
           failures = 0;
-          const answer = JSON.stringify([order.status, order.payment, order.preparation_progress]);
+          const answer = JSON.stringify([order.status, order.payment, order.preparation_progress, order.extensions]);
           if (answer !== lastAnswer) {
             quiet = lastAnswer ? base : quiet * BACKOFF; // the first answer is the page itself
             lastAnswer = answer;

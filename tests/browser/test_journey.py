@@ -171,6 +171,9 @@ def pay_and_report(page, check, language: str, shop, request) -> bool:
     # The notice's check finds the transfer at once: seen (confirmed already when the chain mined one more block
     # for devnet_pay, which it does when a receipt is late).
     page.locator(".status--detected, .status--confirmed").first.wait_for(timeout=LIVE_UPDATE_MS)
+    # Once the whole amount is seen the instructions give way to the progress (issue 40): no card, no countdown,
+    # no QR and no "I have paid" inviting a second payment while it confirms
+    assert page.locator("#pay-card, .paid-button, [data-countdown-to], .qr").count() == 0
     check(page, f"{language}-09-reported")
 
     shop.anvil.mine(2)  # the local network needs 2 confirmations

@@ -63,6 +63,27 @@ def test_a_refund_waiting_for_its_address_is_the_one_thing_to_do():
     assert story("needs_review", payment("wrong_network"), [refund(to_address=ADDRESS)]).key == "wrong_network"
 
 
+def seen(received: int, *, amount: int = 1000, status: str = "detected") -> dict:
+    return {**payment(status), "received_base_units": str(received), "amount_base_units": str(amount)}
+
+
+def test_once_the_whole_amount_is_seen_the_card_gives_way_to_the_progress():
+    # Before (issue 40): "Send exactly", the countdown, the QR and "I have paid" stayed until the money was final
+    whole = seen(1000)
+    assert not payable("payment_reported", whole, NOW) and not payable("awaiting_payment", seen(1200), NOW)
+    assert story("payment_reported", whole).key == "detected"
+
+
+def test_a_shortfall_is_named_when_the_transfer_is_seen_and_the_card_asks_for_the_rest():
+    # Before (issue 40): "nothing to do" until finality, then "underpaid"
+    part = seen(600)
+    told = story("payment_reported", part)
+    assert (told.key, told.tone, told.action) == ("detected_short", "warning", "pay")
+    assert payable("payment_reported", part, NOW)
+    late = {**part, "expires_at": NOW - dt.timedelta(minutes=1)}
+    assert story("payment_reported", late).action == "" and not payable("payment_reported", late, NOW)
+
+
 def test_an_underpaid_order_asks_for_the_rest_while_its_window_is_open():
     assert story("awaiting_payment", payment("underpaid")).action == "pay"
     assert payable("awaiting_payment", payment("underpaid"), NOW)

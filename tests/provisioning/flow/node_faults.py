@@ -34,7 +34,12 @@ def fast_preparation(db) -> str:
 @pytest.fixture
 def private_sshd(tmp_path, sandbox_sshd):
     """A node of this test's own, which the test may take down and bring back; the operator key is the suite's."""
-    server = SandboxSshd.start(tmp_path / "private-node")
+    yield from own_node(tmp_path / "private-node", sandbox_sshd)
+
+
+def own_node(root, sandbox_sshd, *, stock_keys: bool = False):
+    """A sandboxed sshd of the test's own that the suite's operator key opens (a fixture's body)."""
+    server = SandboxSshd.start(root, stock_keys=stock_keys)
     authorized = server.sandbox / "operator_keys" / "root"
     authorized.write_text(authorized.read_text() + sandbox_sshd.operator_public_key + "\n")
     try:

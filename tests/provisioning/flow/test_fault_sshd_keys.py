@@ -14,21 +14,15 @@ from tests.provisioning.flow.node_faults import (
     assert_failure_shown_to_operators,
     assert_handed_over_once,
     assert_nothing_handed_over,
+    own_node,
     prepare,
 )
-from tests.sshd import SandboxSshd
 
 
 @pytest.fixture
 def stock_node_server(tmp_path, sandbox_sshd):
     """A node of this test's own with OpenSSH's stock key files; the operator key is the suite's."""
-    server = SandboxSshd.start(tmp_path / "stock-node", stock_keys=True)
-    authorized = server.sandbox / "operator_keys" / "root"
-    authorized.write_text(authorized.read_text() + sandbox_sshd.operator_public_key + "\n")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from own_node(tmp_path / "stock-node", sandbox_sshd, stock_keys=True)
 
 
 @pytest.mark.django_db
@@ -55,11 +49,8 @@ def test_a_node_whose_sshd_reads_keys_from_the_home_is_refused_before_the_prefli
 
     # When the operator sets the node's sshd as docs/production.md says and puts it back in service
     config = stock_node_server.config
-    config.write_text(
-        config.read_text().replace(
-            "AuthorizedKeysFile .ssh/authorized_keys .ssh/authorized_keys2", "AuthorizedKeysFile /etc/ssh/authorized_keys/%u"
-        )
-    )
+    stock = "AuthorizedKeysFile .ssh/authorized_keys .ssh/authorized_keys2"
+    config.write_text(config.read_text().replace(stock, "AuthorizedKeysFile /etc/ssh/authorized_keys/%u"))
     stock_node_server.halt()
     stock_node_server.restart()
     node_state_set(node_id=node.pk, to=NodeState.AVAILABLE, actor="otto", reason="sshd fixed")

@@ -2,8 +2,9 @@
 the spare is prepared with the order's preparation, the tenant's checkpoints in home and scratch are copied node
 to node (links and hostile names never followed), the customer's key works on the spare, the manifest's new
 revision names both nodes, and the old node gets the clean end of rental. An unreachable old node: nothing is
-copied, the customer is told so, and the old node keeps the files (tests/provisioning/flow/test_node_move_kept.py). No spare free (or the spare fails its preflight): the customer is told,
-staff see it under "Needs attention". A second move of a node while one is open is refused."""
+copied, the customer is told so, and the old node keeps the files (tests/provisioning/flow/test_node_move_kept.py).
+No spare free (or the spare fails its preflight): the customer is told, staff see it under "Needs attention". A
+second move of a node while one is open is refused."""
 
 from __future__ import annotations
 
