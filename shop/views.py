@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 import segno
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -43,6 +44,7 @@ from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_r
 from shop.order_story import key_was_refused, order_story, order_timeline, payable, refund_waiting_for_address
 from shop.order_version import OrderVersion, order_read, order_version_read
 from shop.order_view import order_representation
+from shop.order_waits import minutes_left, minutes_to_preparation
 from shop.placement import order_create
 from shop.receipt import order_receipt, receipt_available, receipt_language
 
@@ -349,6 +351,7 @@ def _story_context(order: Order, view: dict[str, Any], now: dt.datetime) -> dict
         order.status, payment, view["refunds"], now=now, first_notice_at=first_notice_at,
         key_refused=key_was_refused(runs),
     )  # fmt: skip
+    percent = round(sum(r["progress"] for r in runs) / len(runs)) if runs else None
     return {
         "story": story,
         "payable": payable(order.status, payment, now),
@@ -358,7 +361,11 @@ def _story_context(order: Order, view: dict[str, Any], now: dt.datetime) -> dict
         "refund_to_address": refund_waiting_for_address(view["refunds"]),
         "new_order_url": reverse("shop:order_configure") + f"?lots={order.lots}",
         "finality_minutes": max(1, round(payment["finality_wait_seconds"] / 60)),
-        "preparation_percent": round(sum(r["progress"] for r in runs) / len(runs)) if runs else None,
+        "preparation_percent": percent,
+        # How long it usually takes from here (shop/order_waits.py): none while too few orders were measured
+        "auto_prepare": settings.AUTO_PREPARE,
+        "paid_wait_minutes": minutes_to_preparation(now) if order.status == OrderStatus.PAID else None,
+        "preparation_left_minutes": minutes_left(percent, now) if order.status == OrderStatus.PREPARING else None,
     }
 
 

@@ -4,14 +4,18 @@ person decides. Rendered by the server, in English and Spanish."""
 
 from __future__ import annotations
 
+import datetime as dt
 from urllib.parse import urlsplit
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
+from django.utils import timezone
 
 from orders.models import Order, OrderStatus
 from payments.models import PaymentRequest
 from payments.quotes import format_units
+from provisioning.models import PreparationRun, RunStatus
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]
 
@@ -67,3 +71,65 @@ def test_confirmations_never_read_more_than_required_and_no_wait_is_promised_whi
 
     assert "9 de 2" not in html and "timeline__wait\">alrededor" not in html
     assert "unos 1 minuto" not in page(placed, "es")
+
+
+def measured(order: Order, *, waits_minutes: list[int]) -> None:
+    """Earlier payments of the shop and how long each waited for its preparation (the medians' input)."""
+    from orders.models import OrderEvent
+
+    start = timezone.now() - dt.timedelta(days=2)
+    for number, minutes in enumerate(waits_minutes):
+        paid_at = start + dt.timedelta(hours=number)
+        OrderEvent.objects.create(order=order, to_status="paid", actor="system", created_at=paid_at)
+        at = paid_at + dt.timedelta(minutes=minutes)
+        OrderEvent.objects.create(order=order, to_status="preparing", actor="olga", created_at=at)
+
+
+@pytest.mark.parametrize(
+    ("language", "waiting", "usually"),
+    [
+        ("en", "waits for an operator", "usually happens within about 12 minutes"),
+        ("es", "espera a que un operador", "Suele ocurrir en alrededor de 12 minutos"),
+        ("fr", "attend qu'un opérateur", "en 12 minutes environ"),
+    ],
+)
+def test_a_paid_order_nobody_started_says_it_waits_for_an_operator_and_how_long_that_usually_takes(
+    placed, language, waiting, usually
+):
+    # Given a paid order nobody has prepared yet, and the shop's earlier orders waited 10, 12 and 30 minutes
+    cache.clear()
+    order = Order.objects.get(reference=placed["reference"])
+    Order.objects.filter(pk=order.pk).update(status=OrderStatus.PAID)
+    html = page(placed, language)
+    assert waiting in html.replace("&#x27;", "'") and usually not in html  # too few orders measured: no promise
+    measured(order, waits_minutes=[10, 12, 30])
+    cache.clear()
+
+    # When the customer looks at the page
+    html = page(placed, language).replace("&#x27;", "'")
+
+    # Then it says who it waits for and the median wait (before: "your node is being prepared")
+    assert waiting in html and usually in html
+    assert "is being prepared" not in html
+
+
+def test_a_preparation_under_way_says_about_how_long_is_left(placed, make_node, place_order):
+    # Given a preparation at 50 %, and earlier preparations (of another order) that took 20 minutes
+    cache.clear()
+    order = Order.objects.get(reference=placed["reference"])
+    Order.objects.filter(pk=order.pk).update(status=OrderStatus.PREPARING)
+    earlier = Order.objects.get(reference=place_order(lots=1, duration_days=7)["reference"])
+    node = make_node()
+    now = timezone.now()
+    for _ in range(3):
+        PreparationRun.objects.create(
+            order=earlier, node=node, requested_by="olga", status=RunStatus.PASSED,
+            started_at=now - dt.timedelta(minutes=30), finished_at=now - dt.timedelta(minutes=10),
+        )  # fmt: skip
+    PreparationRun.objects.create(
+        order=order, node=make_node(), requested_by="olga", status=RunStatus.RUNNING, progress=50, started_at=now
+    )
+
+    html = page(placed)
+
+    assert "50 % · about 10 minutes left" in html
