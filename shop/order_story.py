@@ -26,7 +26,8 @@ EXCEPTIONS = (P.LATE, P.WRONG_NETWORK, P.REJECTED, P.OVERPAID)
 @dataclass(frozen=True)
 class Story:
     """`key` names the message the template words; `tone` its colour (info, success, warning); `action`
-    the one next step: "pay" (the payment card), "refund_address" (the refund form), "new_order",
+    the one next step: "pay" (the payment card), "refund_address" (the refund form), "refund" (the refund owed),
+    "new_order",
     "replace_key" (the "Replace SSH key" form), or ""."""
 
     key: str
@@ -63,6 +64,15 @@ def refund_waiting_for_address(refunds: list[dict[str, Any]]) -> dict[str, Any] 
     return next((r for r in refunds if r["address_changeable"] and not r["to_address"]), None)
 
 
+# A refund decided or on its way, not confirmed yet: money the shop owes leads an ended order's page until paid.
+REFUND_OWED = ("pending_approval", "approved", "sent")
+
+
+def refund_owed(refunds: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first refund the shop still owes (its address given), or None."""
+    return next((r for r in refunds if r["status"] in REFUND_OWED and r["to_address"]), None)
+
+
 def order_story(
     status: str,
     payment: dict[str, Any],
@@ -77,6 +87,8 @@ def order_story(
     paid_status = payment["status"]
     if refund_waiting_for_address(refunds) and status not in (S.ACTIVE, S.PREPARING):
         return Story("refund_address", "warning", "refund_address")
+    if status in (S.EXPIRED, S.CANCELLED) and refund_owed(refunds):
+        return Story("refund_owed", "info", "refund")
     if status == S.EXPIRED:
         return Story("expired", "warning", "new_order")
     if status == S.CANCELLED:

@@ -41,7 +41,14 @@ from shop.catalog import Catalog, catalog_current, catalog_data
 from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
 from shop.forms import ConfigureForm, ContactForm, ExtendForm, KeyReplaceForm, PaidForm, PaymentForm
 from shop.order_input import MAX_LOTS_PER_ORDER, OrderInputErrors, build_order_request
-from shop.order_story import key_was_refused, order_story, order_timeline, payable, refund_waiting_for_address
+from shop.order_story import (
+    key_was_refused,
+    order_story,
+    order_timeline,
+    payable,
+    refund_owed,
+    refund_waiting_for_address,
+)
 from shop.order_version import OrderVersion, order_read, order_version_read
 from shop.order_view import order_representation
 from shop.order_waits import minutes_left, minutes_to_preparation
@@ -359,6 +366,7 @@ def _story_context(order: Order, view: dict[str, Any], now: dt.datetime) -> dict
         # An expired or cancelled order's address must not invite a transfer any more.
         "show_address": order.status not in (OrderStatus.EXPIRED, OrderStatus.CANCELLED),
         "refund_to_address": refund_waiting_for_address(view["refunds"]),
+        "refund_owed": refund_owed(view["refunds"]),
         "new_order_url": reverse("shop:order_configure") + f"?lots={order.lots}",
         "finality_minutes": max(1, round(payment["finality_wait_seconds"] / 60)),
         "preparation_percent": percent,

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from orders.models import Order, OrderStatus
-from payments.models import PaymentRequest
+from payments.models import PaymentRequest, Refund
 from payments.quotes import format_units
 from provisioning.models import PreparationRun, RunStatus
 
@@ -133,3 +133,27 @@ def test_a_preparation_under_way_says_about_how_long_is_left(placed, make_node, 
     html = page(placed)
 
     assert "50 % · about 10 minutes left" in html
+
+
+@pytest.mark.parametrize(("language", "words"), [("en", "We owe you money back"), ("fr", "Nous vous devons")])
+def test_a_refund_owed_leads_a_cancelled_order_until_it_is_paid(placed, language, words):
+    # Given a cancelled order whose refund has its address and waits for a reviewer
+    cache.clear()
+    order = Order.objects.get(reference=placed["reference"])
+    Order.objects.filter(pk=order.pk).update(status=OrderStatus.CANCELLED)
+    payment = PaymentRequest.objects.get(order=order, extension=None)
+    refund = Refund.objects.create(
+        payment=payment, reason="goodwill", network=payment.asset.network, chain_id=payment.chain_id,
+        amount_base_units=1000, decimals=6, symbol="USDC", to_address="0x" + "ab" * 20, status="pending_approval",
+    )  # fmt: skip
+
+    # When the customer opens the page, and again once the refund is confirmed on-chain
+    owed = page(placed, language)
+    Refund.objects.filter(pk=refund.pk).update(status="confirmed", sent_at=timezone.now())
+    cache.clear()
+    paid = page(placed, language)
+
+    # Then the money owed leads, with its link (before: "This order was cancelled" and "Start a new order"); once
+    # paid, the page goes back to the cancelled story
+    assert 'data-story="refund_owed"' in owed and words in owed and f'href="#refund-{refund.pk}"' in owed
+    assert 'data-story="cancelled"' in paid
