@@ -50,7 +50,7 @@ outlives a rekey). The tool therefore keeps the account's key in a file only roo
 /etc/ssh/authorized_keys/ACCOUNT (root-owned, readable by the account's group alone), and the node's sshd must
 read that file and nothing in the home: `AuthorizedKeysFile /etc/ssh/authorized_keys/%u` (docs/production.md).
 It also writes ~/.ssh/authorized_keys and removes ~/.ssh/authorized_keys2, for a node whose sshd still reads
-the home (OpenSSH's stock setting): such a node never gets a rental, since
+the home (OpenSSH's stock setting), though such a node never gets a rental: the shop checks the node first.
 sshd-check: `sshd -T` for the account, and whether its configuration lets a tenant add keys (a key file in
 the home, one in a folder others may write, an AuthorizedKeysCommand the tool cannot judge) or does not read
 the file this tool writes. Prints {"ok": ..., "authorized_keys_file": [...], "problems": [...]}; the shop's
