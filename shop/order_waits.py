@@ -57,7 +57,7 @@ def preparation_minutes(now: dt.datetime) -> int | None:
         status=RunStatus.PASSED, finished_at__gte=now - WINDOW, started_at__isnull=False
     ).order_by("-finished_at")[:SAMPLE]
     spans = runs.values_list("started_at", "finished_at")
-    minutes = _median_minutes([(end - start).total_seconds() for start, end in spans])
+    minutes = _median_minutes([(end - start).total_seconds() for start, end in spans if start and end])
     cache.set(key, minutes or 0, CACHE_SECONDS)
     return minutes
 
