@@ -6,6 +6,7 @@ The key is anvil's well-known first development account; anvil funds it with 10,
 from __future__ import annotations
 
 import time
+import urllib.error
 from dataclasses import dataclass
 
 from eth_abi import encode
@@ -26,12 +27,18 @@ def call_data(signature: str, types: list[str], values: list) -> str:
 
 
 def wait_for_receipt(url: str, tx_hash: str, seconds: float = 10.0) -> dict:
-    """anvil mines a transaction it receives at once, but answers eth_sendRawTransaction a little before."""
+    """anvil mines a transaction it receives at once, but answers eth_sendRawTransaction a little before. Asking
+    is a read: a connection anvil reset under load (seen in CI) is asked again."""
     deadline = time.monotonic() + seconds
-    while (receipt := rpc(url, "eth_getTransactionReceipt", [tx_hash])) is None:
+    while True:
+        try:
+            receipt = rpc(url, "eth_getTransactionReceipt", [tx_hash])
+        except (ConnectionError, urllib.error.URLError):
+            receipt = None
+        if receipt is not None:
+            return receipt
         assert time.monotonic() < deadline, f"{tx_hash} was not mined within {seconds} s (is the chain automining?)"
         time.sleep(0.02)
-    return receipt
 
 
 @dataclass(frozen=True)
