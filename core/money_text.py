@@ -7,16 +7,31 @@ Amounts are shown in the page's locale ("899,00" in French) but copied in the fo
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal, InvalidOperation
 
 from django import template
-from django.utils.formats import number_format
+from django.utils.formats import get_format, number_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 register = template.Library()
 
 GROUP = 4  # characters per group: what wallets and explorers abbreviate to ("0x5290…9EE7")
+
+
+@register.simple_tag
+def page_number_format() -> str:
+    """The active language's separators as JSON, for `<html data-number-format>`: the scripts write numbers
+    as `amount_l10n` does (es and fr group by a no-break space, which the browser's Intl does not)."""
+    grouping = get_format("NUMBER_GROUPING")
+    return json.dumps(
+        {
+            "decimal": get_format("DECIMAL_SEPARATOR"),
+            "group": get_format("THOUSAND_SEPARATOR"),
+            "grouping": grouping if isinstance(grouping, int) and grouping > 0 else 3,
+        }
+    )
 
 
 @register.filter

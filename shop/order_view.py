@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -35,6 +36,7 @@ def payment_fields(payment: PaymentRequest, *, notices: int, tx_hashes: list[str
     """One payment request (the order's first, or an extension's), as the customer sees it. Without
     `tx_hashes`, the counted transfers are read from its (prefetched) credits."""
     asset = payment.asset
+    missing = max(0, int(payment.amount_base_units) - int(payment.received_base_units))
     if tx_hashes is None:
         tx_hashes = sorted({credit.tx_hash for credit in payment.credits.all() if credit.counted})
     return {
@@ -68,9 +70,8 @@ def payment_fields(payment: PaymentRequest, *, notices: int, tx_hashes: list[str
         "finality_wait_seconds": asset.network.finality_wait_seconds,
         "finality_text": finality_description(asset.network),
         "received": format_units(payment.received_base_units, payment.decimals),
-        "missing": format_units(
-            max(0, int(payment.amount_base_units) - int(payment.received_base_units)), payment.decimals
-        ),
+        "missing": format_units(missing, payment.decimals),
+        "missing_usd": str(worth_in_usd(payment, missing)),
         # Seen (or confirmed) but less than the quote: the card asks for the rest (shop.order_story.short)
         "short": payment.status in (PaymentStatus.DETECTED, PaymentStatus.UNDERPAID)
         and int(payment.received_base_units) < int(payment.amount_base_units),
@@ -79,6 +80,15 @@ def payment_fields(payment: PaymentRequest, *, notices: int, tx_hashes: list[str
         "notices": notices,
         "watching": payment.status in LIVE_PAYMENT_STATUSES,
     }
+
+
+def worth_in_usd(payment: PaymentRequest, base_units: int) -> Decimal:
+    """What part of the quote `base_units` is, in USD at the quote's own price (the whole amount is worth
+    `amount_usd` exactly): a missing 4,740 of 7,900 USDC is worth 4,740.00 USD, not the order's total."""
+    quoted = int(payment.amount_base_units)
+    if quoted <= 0:
+        return Decimal("0.00")
+    return (payment.amount_usd * base_units / quoted).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
 
 
 def _refund_due(entry: dict) -> dict[str, Any]:

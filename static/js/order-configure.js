@@ -14,6 +14,7 @@
   if (!shop || !summary || !form) return;
 
   const locale = shop.locale();
+  const numbers = shop.numberFormat();
   const gpusPerLot = Number.parseInt(summary.dataset.gpusPerLot, 10);
   const forms = {
     cards: shop.jsonData(summary.dataset.cardsForms),
@@ -53,14 +54,14 @@
     if (!Number.isInteger(days) || Number.isNaN(pricePerLot)) return;
     const cards = lots * gpusPerLot;
 
-    show("lots", shop.formatInteger(lots, locale));
-    show("cards", shop.pluralText(forms.cards, cards, locale));
-    show("lots-detail", shop.pluralText(forms.lots, lots, locale));
-    show("duration", shop.pluralText(forms.days, days, locale));
-    show("gpu-hours", shop.formatInteger(cards * days * 24, locale));
-    show("price-per-lot", shop.formatCents(pricePerLot, locale));
-    show("total", shop.formatCents(pricePerLot * lots, locale));
-    show("rental", shop.pluralText(forms.rental, days, locale));
+    show("lots", shop.formatInteger(lots, numbers));
+    show("cards", shop.pluralText(forms.cards, cards, locale, numbers));
+    show("lots-detail", shop.pluralText(forms.lots, lots, locale, numbers));
+    show("duration", shop.pluralText(forms.days, days, locale, numbers));
+    show("gpu-hours", shop.formatInteger(cards * days * 24, numbers));
+    show("price-per-lot", shop.formatCents(pricePerLot, numbers));
+    show("total", shop.formatCents(pricePerLot * lots, numbers));
+    show("rental", shop.pluralText(forms.rental, days, locale, numbers));
 
     const purpose = document.getElementById(duration.getAttribute("aria-describedby") || "");
     if (purpose) show("purpose", purpose.textContent.trim());

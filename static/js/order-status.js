@@ -26,6 +26,7 @@
 
   const data = page.dataset;
   const locale = shop.locale();
+  const numbers = shop.numberFormat();
   const labels = shop.jsonData(data.paymentLabels);
   const decimals = Number.parseInt(data.paymentDecimals, 10) || 0;
   const serverNow = shop.parseIso(data.serverNow);
@@ -126,10 +127,10 @@
       // never "4 of 2": blocks keep coming while a payment waits on a person
       confirmations: shop.formatInteger(
         Math.min(payment.confirmations || 0, payment.confirmations_required || Number.POSITIVE_INFINITY),
-        locale,
+        numbers,
       ),
-      required: shop.formatInteger(payment.confirmations_required || 0, locale),
-      received: shop.formatUnits(payment.received_base_units || "0", decimals),
+      required: shop.formatInteger(payment.confirmations_required || 0, numbers),
+      received: shop.localizeDecimal(shop.formatUnits(payment.received_base_units || "0", decimals), numbers),
     };
     const confirmations = document.getElementById("payment-confirmations");
     if (confirmations && payment.status !== "pending") {
@@ -297,6 +298,16 @@
     schedule();
   }
 
+  /** A form that failed ("I have paid" with a bad hash) answers at the form's URL: the address bar goes back to
+   * the page's own, so that a reload reads the page instead of posting the form again. */
+  function forgetTheFormsPost() {
+    const home = data.pageUrl;
+    if (home && window.location.pathname !== home && window.history.replaceState) {
+      window.history.replaceState(null, "", home + window.location.hash);
+    }
+  }
+
+  forgetTheFormsPost();
   countdowns();
   poll();
 })();

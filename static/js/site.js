@@ -30,13 +30,44 @@
     );
   }
 
-  function formatInteger(value, locale) {
-    return new Intl.NumberFormat(locale, { maximumFractionDigits: 0 }).format(value);
+  /* Numbers are written with the server's separators for the page's language (`<html data-number-format>`,
+   * Django's), not the browser's Intl: Intl's Spanish leaves "1990" ungrouped and its French groups with a
+   * narrow space, so a number the script rewrote would differ from the same number after a reload. */
+  const PLAIN_NUMBERS = { decimal: ".", group: ",", grouping: 3 };
+
+  /** The page's number format ({decimal, group, grouping}); the plain English one where there is none. */
+  function numberFormatOf(text) {
+    const format = jsonData(text) || {};
+    return {
+      decimal: typeof format.decimal === "string" ? format.decimal : PLAIN_NUMBERS.decimal,
+      group: typeof format.group === "string" ? format.group : PLAIN_NUMBERS.group,
+      grouping: Number.isInteger(format.grouping) && format.grouping > 0 ? format.grouping : PLAIN_NUMBERS.grouping,
+    };
   }
 
-  /** An amount in cents (an integer), shown with two decimals in the customer's locale. */
-  function formatCents(cents, locale) {
-    return new Intl.NumberFormat(locale, { minimumFractionDigits: 2, maximumFractionDigits: 2 }).format(cents / 100);
+  /** A plain decimal string ("-1990.5", as the server computes it) with the page's separators, every digit
+   * kept and the whole part grouped, as Django's number_format(force_grouping=True) writes it. */
+  function localizeDecimal(text, numbers) {
+    const format = numbers || PLAIN_NUMBERS;
+    const match = /^(-?)(\d+)(?:\.(\d+))?$/.exec(String(text).trim());
+    if (!match) return String(text);
+    const [, sign, whole, fraction] = match;
+    const groups = [];
+    for (let end = whole.length; end > 0; end -= format.grouping) {
+      groups.unshift(whole.slice(Math.max(0, end - format.grouping), end));
+    }
+    return sign + groups.join(format.group) + (fraction !== undefined ? format.decimal + fraction : "");
+  }
+
+  function formatInteger(value, numbers) {
+    return localizeDecimal(String(Math.trunc(value)), numbers);
+  }
+
+  /** An amount in cents (an integer), shown with two decimals in the page's number format. */
+  function formatCents(cents, numbers) {
+    const sign = cents < 0 ? "-" : "";
+    const whole = Math.abs(Math.round(cents));
+    return localizeDecimal(`${sign}${Math.floor(whole / 100)}.${String(whole % 100).padStart(2, "0")}`, numbers);
   }
 
   /** "1990.00" (a decimal string, as the server writes it) -> 199000 cents, in integers only. */
@@ -46,8 +77,9 @@
     return Number(match[1]) * 100 + Number((match[2] || "").padEnd(2, "0"));
   }
 
-  /** The plural form (`{"one": "{n} lot", "other": "{n} lots"}`) for n, with n formatted. */
-  function pluralText(forms, count, locale) {
+  /** The plural form (`{"one": "{n} lot", "other": "{n} lots"}`) for n (the locale's plural rules), with n
+   * in the page's number format. */
+  function pluralText(forms, count, locale, numbers) {
     let category = "other";
     try {
       category = new Intl.PluralRules(locale).select(count);
@@ -55,7 +87,7 @@
       /* an unknown locale: "other" */
     }
     const form = forms[category] !== undefined ? forms[category] : forms.other;
-    return fill(form, { n: formatInteger(count, locale) });
+    return fill(form, { n: formatInteger(count, numbers) });
   }
 
   /** Base units (an integer string) as an exact decimal string in whole units, like the server's format_units. */
@@ -115,6 +147,8 @@
   const helpers = {
     customerLocale,
     fill,
+    numberFormatOf,
+    localizeDecimal,
     formatInteger,
     formatCents,
     parseCents,
@@ -135,6 +169,11 @@
 
   function locale() {
     return customerLocale(document.documentElement.lang, navigator.languages || [navigator.language]);
+  }
+
+  /** The number format the server wrote the page in (Django's separators for its language). */
+  function numberFormat() {
+    return numberFormatOf(document.documentElement.dataset.numberFormat);
   }
 
   /** One polite live region for short announcements ("Copied"), made at start so that it is announced. */
@@ -247,7 +286,7 @@
     });
   }
 
-  root.B200Shop = Object.assign({}, helpers, { locale, announce });
+  root.B200Shop = Object.assign({}, helpers, { locale, numberFormat, announce });
 
   function start() {
     localTimes();

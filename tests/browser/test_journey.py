@@ -14,7 +14,8 @@ from django.core.management import call_command
 from django.utils import translation
 from django.utils.translation import gettext
 
-from tests.browser.checks import axe_clean, nu_clean
+from core.money_text import amount_l10n
+from tests.browser.checks import PHONE, axe_clean, nu_clean
 
 # The live server and the test share the database (transactions committed); the catalog is data from the
 # migrations, restored before each test.
@@ -97,6 +98,9 @@ def configure(page, check, language: str, lots: int) -> None:
         arg=[".summary__total dd", digits(f"{expected:.2f}")],
     )
     assert total.inner_text() != before
+    # Written as the server writes it (issue 40): Spanish groups "3 980,00" where the browser's Intl would not
+    with translation.override(language):
+        assert total.inner_text() == f"{amount_l10n(expected, 2)} USD"
     check(page, f"{language}-04-configure")
     page.locator("button[name=continue]").click()
     page.wait_for_url("**/order/contact/")
@@ -229,6 +233,35 @@ def customer_sees_access(page, check, language: str, shop, reference: str, live:
     check(page, f"{language}-14-access")
 
 
+def on_a_phone_the_access_leads(page, language: str, reference: str) -> None:
+    """On a phone (390×844) the ssh command and the time left are on the first screen (issue 40: they were two
+    screens down); a new key being installed, its fingerprint in a notice, never widens the page."""
+    from orders.models import Order, SshKeyChange
+
+    viewport = page.viewport_size
+    page.set_viewport_size(PHONE)
+    try:
+        page.evaluate("() => window.scrollTo(0, 0)")
+        for what in ("#ssh-1", "#time-left-1"):
+            box = page.locator(what).bounding_box()
+            assert box and box["y"] + box["height"] <= PHONE["height"], f"{what} is below a phone's first screen"
+        with translation.override(language):
+            left = gettext("Time left: %(left)s") % {"left": ""}
+        assert page.locator("#time-left-1").inner_text().startswith(left.strip())
+        assert re.search(r"\d", page.locator("#time-left-1").inner_text())
+
+        order = Order.objects.get(reference=reference)
+        SshKeyChange.objects.create(
+            order=order, old_fingerprint=order.ssh_key_fingerprint, new_fingerprint="SHA256:" + "x" * 43
+        )
+        page.reload()
+        page.locator("#ssh-key-pending").wait_for()
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"the page is {width} px wide on a {PHONE['width']} px phone"
+    finally:
+        page.set_viewport_size(viewport)
+
+
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_customer_goes_from_the_home_page_through_the_advisor_to_ssh_access(
     open_context, page_checks, shop, language
@@ -258,6 +291,7 @@ def test_a_customer_goes_from_the_home_page_through_the_advisor_to_ssh_access(
         # Then the customer's page shows the access details and the signed manifest
         customer_sees_access(page, page_checks, language, shop, reference, live)
         assert Order.objects.get(reference=reference).status == OrderStatus.ACTIVE
+        on_a_phone_the_access_leads(page, language, reference)
     except Exception:
         page_checks.failure(page, f"{language}-failure")
         page_checks.failure(ops, f"{language}-failure-ops")

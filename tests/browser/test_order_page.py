@@ -220,6 +220,40 @@ def test_i_have_paid_with_nothing_sent_asks_to_check_the_network_after_a_few_min
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
+def test_a_reload_after_a_bad_transaction_hash_reads_the_page_and_posts_nothing_again(
+    phone, shop, order_payload, language
+):
+    from payments.models import Notice
+
+    placed = place(shop, order_payload, language=language)
+    page = phone(language)
+    posts: list[str] = []
+    page.on("request", lambda request: posts.append(request.url) if request.method == "POST" else None)
+
+    # Given "I have paid" sent with a hash one character short
+    page.goto(path_of(placed))
+    page.locator("form.paid-form summary").click()
+    page.locator("#id_tx_hash").fill("0x" + "ab" * 31 + "c")
+    with page.expect_navigation():
+        page.locator("#pay-card .paid-button").click()
+
+    # Then the error is on the field, and the address bar holds the page's own address, not the form's
+    assert page.locator("#id_tx_hash").get_attribute("aria-invalid") == "true"
+    assert page.locator("#id_tx_hash_error").is_visible()
+    assert page.evaluate("() => window.location.pathname") == path_of(placed)
+    assert len(posts) == 1
+
+    # When the customer reloads
+    page.reload()
+
+    # Then the page is read again (no second POST, no browser asking to resend), with its card and no error
+    page.locator("#pay-card").wait_for()
+    assert len(posts) == 1, posts
+    assert page.locator("#id_tx_hash_error").count() == 0
+    assert not Notice.objects.exists()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
 def test_a_wrong_token_leads_with_the_refund_address_to_give(phone, page_checks, shop, order_payload, language):
     from payments.devnet import devnet_mint
     from payments.networks import rpc_client
@@ -254,6 +288,89 @@ def test_a_wrong_token_leads_with_the_refund_address_to_give(phone, page_checks,
     except Exception:
         page_checks.failure(page, f"{language}-order-wrong-token-failure")
         raise
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_an_underpayment_seen_on_a_phone_asks_for_the_missing_amount_first_with_its_own_worth(
+    phone, page_checks, shop, order_payload, language
+):
+    from payments.devnet import devnet_pay
+    from payments.networks import rpc_client
+    from payments.quotes import format_units
+
+    placed = place(shop, order_payload, asset="ETH", language=language)
+    payment = payment_of(placed)
+    page = phone(language)
+    try:
+        # Given 60 % of the quoted ETH sent and seen by the scan
+        sent = (Decimal(str(payment.amount)) * Decimal("0.6")).quantize(Decimal("0.000001"))
+        devnet_pay(client=rpc_client(payment.asset.network), payment=payment, amount=sent)
+        call_command("scan_payments")
+        payment.refresh_from_db()
+        assert payment.status in ("detected", "underpaid")
+        assert 0 < payment.received_base_units < payment.amount_base_units
+
+        # When the customer opens the page on a phone
+        page.goto(path_of(placed))
+        card = page.locator("#pay-card")
+        card.wait_for()
+
+        # Then the card comes first and asks for the missing amount, worth its own share of the price (issue 40:
+        # it said the whole order's)
+        missing = int(payment.amount_base_units) - int(payment.received_base_units)
+        worth = (payment.amount_usd * missing / int(payment.amount_base_units)).quantize(Decimal("0.01"))
+        with translation.override(language):
+            missing_text = number_format(
+                Decimal(format_units(missing, payment.decimals)), use_l10n=True, force_grouping=True
+            )
+            worth_text = number_format(worth, 2, use_l10n=True, force_grouping=True)
+            total_text = number_format(payment.amount_usd, 2, use_l10n=True, force_grouping=True)
+        assert card.locator("#pay-title").inner_text() == translated(language, "Send the missing amount")
+        assert page.locator("#pay-amount").inner_text() == missing_text
+        network_line = card.locator(".pay-card__network").inner_text()
+        assert f"{worth_text} USD" in network_line and total_text not in network_line
+        card_first = page.evaluate(
+            "() => document.querySelector('#pay-card').compareDocumentPosition(document.querySelector('.story')) "
+            "& Node.DOCUMENT_POSITION_FOLLOWING"
+        )
+        assert card_first, "the shortfall's story comes before its card"
+
+        # And the missing amount, the address, the QR code and "I have paid" are on the first screen (844 px)
+        page.evaluate("() => window.scrollTo(0, 0)")
+        for what in ("#pay-amount", "#pay-address", "#pay-card .qr", "#pay-card .paid-button"):
+            assert bottom_of(page, what) <= PHONE["height"], f"{what} is below the first screen of a phone"
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+        page_checks(page, f"{language}-order-07-short")
+    except Exception:
+        page_checks.failure(page, f"{language}-order-short-failure")
+        raise
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_amount_the_script_writes_reads_as_the_server_writes_it(phone, shop, order_payload, language):
+    from payments.models import PaymentRequest
+    from payments.quotes import format_units
+
+    placed = place(shop, order_payload, asset="ETH", language=language)
+    payment = payment_of(placed)
+    # Given the whole quote seen arriving (1 of 2 confirmations), as the scan records it
+    PaymentRequest.objects.filter(pk=payment.pk).update(
+        status="detected", confirmations=1, received_base_units=payment.amount_base_units
+    )
+    page = phone(language)
+
+    # When the page's script has applied the order API's answer (it rewrites the "we see it arriving" story)
+    with page.expect_response(lambda response: f"/api/v1/orders/{placed['reference']}/" in response.url):
+        page.goto(path_of(placed))
+    page.wait_for_timeout(500)
+
+    # Then the amount reads as the server writes it in the page's language (French "0,663334", not "0.663334")
+    with translation.override(language):
+        received = number_format(
+            Decimal(format_units(payment.amount_base_units, payment.decimals)), use_l10n=True, force_grouping=True
+        )
+    notice = page.locator("[data-story=detected] [data-live-notice]").inner_text()
+    assert f"{received} ETH" in notice, notice
 
 
 def test_axe_core_and_the_nu_html_checker_find_nothing_on_the_order_pages(page_checks):

@@ -24,20 +24,44 @@ test("prices are read as integer cents", () => {
   assert.ok(Number.isNaN(shop.parseCents("abc")));
 });
 
-test("amounts are formatted in the customer's locale with two decimals", () => {
-  assert.equal(shop.formatCents(597000, "en"), "5,970.00");
-  assert.equal(shop.formatCents(597000, "de"), "5.970,00");
-  assert.equal(shop.formatCents(89900, "fr").replace(/\s/g, " "), "899,00");
+// What the server writes in <html data-number-format> (Django's formats for en, es and fr).
+const EN = shop.numberFormatOf('{"decimal": ".", "group": ",", "grouping": 3}');
+const ES = shop.numberFormatOf('{"decimal": ",", "group": "\\u00a0", "grouping": 3}');
+const FR = ES;
+
+test("amounts are written with the page's separators, as the server writes them", () => {
+  assert.equal(shop.formatCents(597000, EN), "5,970.00");
+  assert.equal(shop.formatCents(89900, FR), "899,00");
+  // Intl's Spanish leaves 1990 ungrouped; the server (and so a reload) writes "1 990,00"
+  assert.equal(shop.formatCents(199000, ES), "1\u00a0990,00");
+  assert.equal(shop.formatInteger(1990, ES), "1\u00a0990");
+  assert.equal(shop.formatInteger(1234567, EN), "1,234,567");
+  assert.equal(shop.formatCents(5, EN), "0.05");
+});
+
+test("an exact amount keeps every digit and only its separators change", () => {
+  assert.equal(shop.localizeDecimal("0.663334", FR), "0,663334");
+  assert.equal(shop.localizeDecimal("4740.000001", ES), "4\u00a0740,000001");
+  assert.equal(shop.localizeDecimal("-12345.5", EN), "-12,345.5");
+  assert.equal(shop.localizeDecimal("not a number", EN), "not a number");
+});
+
+test("a page with no number format, or a broken one, is written the plain English way", () => {
+  const plain = shop.numberFormatOf("");
+  assert.equal(shop.formatCents(123456, plain), "1,234.56");
+  assert.equal(shop.formatInteger(1000, shop.numberFormatOf("null")), "1,000");
+  assert.equal(shop.formatInteger(1000, shop.numberFormatOf('{"grouping": 0}')), "1,000");
 });
 
 test("plural forms follow the language's rules and format the number", () => {
   const forms = { one: "{n} lot", other: "{n} lots" };
-  assert.equal(shop.pluralText(forms, 1, "en"), "1 lot");
-  assert.equal(shop.pluralText(forms, 3, "en"), "3 lots");
+  assert.equal(shop.pluralText(forms, 1, "en", EN), "1 lot");
+  assert.equal(shop.pluralText(forms, 3, "en", EN), "3 lots");
   // French: 0 and 1 take the singular
-  assert.equal(shop.pluralText({ one: "{n} carte", other: "{n} cartes" }, 0, "fr"), "0 carte");
+  assert.equal(shop.pluralText({ one: "{n} carte", other: "{n} cartes" }, 0, "fr", FR), "0 carte");
+  assert.equal(shop.pluralText({ one: "{n} hora", other: "{n} horas" }, 1440, "es", ES), "1\u00a0440 horas");
   // A category the template did not render falls back to "other"
-  assert.equal(shop.pluralText({ other: "{n} x" }, 1, "en"), "1 x");
+  assert.equal(shop.pluralText({ other: "{n} x" }, 1, "en", EN), "1 x");
 });
 
 test("base units become the same exact decimal string as the server's format_units", () => {

@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from orders.models import Duration, Order, OrderStatus
+from orders.models import Duration, Order, OrderStatus, SshKeyChange
 from payments.models import Credit, CreditKind, Notice, PaymentRequest, Refund
 from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
 from tests.shop.helpers import ORDERS_URL, order_running
@@ -142,14 +142,30 @@ CHANGES = {
     "a refund": lambda o, p: Refund.objects.create(
         payment=p, reason="goodwill", network=p.asset.network, chain_id=p.chain_id, amount_base_units=1
     ),
+    # a new key being installed, and then refused, are told on the page (issue 40: a kept page hid them)
+    "an SSH key change": lambda o, p: SshKeyChange.objects.create(
+        order=o, old_fingerprint=o.ssh_key_fingerprint, new_fingerprint="SHA256:new"
+    ),
+    "an SSH key change refused": lambda o, p: SshKeyChange.objects.filter(pk=_key_change(o).pk).update(
+        error="the node did not answer"
+    ),
 }
+
+
+def _key_change(order: Order) -> SshKeyChange:
+    """A key change recorded before the page's ETag was taken: only its outcome changes after."""
+    return SshKeyChange.objects.get_or_create(
+        order=order, defaults={"old_fingerprint": order.ssh_key_fingerprint, "new_fingerprint": "SHA256:old"}
+    )[0]
 
 
 @pytest.mark.parametrize("change", CHANGES.values(), ids=CHANGES.keys())
 def test_every_change_the_customer_sees_moves_the_etag(api_client, placed, change):
+    order, payment = Order.objects.get(reference=placed["reference"]), payment_of(placed)
+    if change is CHANGES["an SSH key change refused"]:
+        _key_change(order)
     # Given the page holding the order's ETag
     etag = read(api_client, placed).headers["ETag"]
-    order, payment = Order.objects.get(reference=placed["reference"]), payment_of(placed)
 
     # When something it shows changes
     change(order, payment)
