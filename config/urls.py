@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
@@ -9,6 +11,12 @@ from config.metrics_view import metrics
 from config.staff_login import OptionalOTPAuthenticationForm
 from payments.ledger_views import ledger_page
 from shop.views import manifest_public_key
+
+
+def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
+    """Browsers ask for /favicon.ico on pages that name no icon (the admin's): the shop's icon, not a 404."""
+    return HttpResponsePermanentRedirect(static("img/favicon.svg"))
+
 
 # Optional TOTP: the admin login asks for a code only from a user with a confirmed TOTPDevice.
 admin.site.login_form = OptionalOTPAuthenticationForm
@@ -23,6 +31,7 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("ops/", include("provisioning.urls")),
     path("manifest-key.pub", manifest_public_key, name="manifest_public_key"),
+    path("favicon.ico", favicon, name="favicon"),
     path("", include("shop.urls")),
 ]
 # A body too large or a form with too many fields: a 413 that says so (JSON under /api/), not a bare 400.

@@ -81,6 +81,25 @@ def test_on_a_phone_the_home_pages_price_table_scrolls_in_its_own_box_reachable_
     on_a_phone(phone, "en-phone-01-home", page_checks)
 
 
+@pytest.mark.parametrize("language", ["en", "es", "fr"])
+def test_on_a_phone_the_home_pages_order_button_is_on_the_first_screen_in_each_language(open_context, language):
+    page = open_context(language).new_page()
+    page.set_viewport_size(PHONE)
+
+    # Given the home page on a phone, in a language whose words are longer than English ones
+    page.goto("/")
+
+    # Then its "Order lots" button is on the first screen (issue 40: 1,061 px down in Spanish)
+    button = page.locator(".hero .button--primary").bounding_box()
+    assert button and button["y"] + button["height"] <= PHONE["height"], f"the button ends at {button}"
+
+    # And the header's links are touch targets of 44 px (they were the 20 px of their line)
+    heights = page.locator(".site-nav a").evaluate_all("links => links.map(a => a.getBoundingClientRect().height)")
+    assert heights and min(heights) >= TARGET_PX - 0.5, heights
+    header = page.locator(".site-header").bounding_box()
+    assert header["height"] <= 160, f"the header takes {header['height']} px of an 844 px screen"
+
+
 def test_on_a_phone_the_advisors_formulas_never_break_inside_a_number(phone, page_checks, no_other_networks):
     # Given the advisor's verdict for 13B parameters on a phone
     phone.goto("/advisor/")
@@ -123,6 +142,9 @@ def test_on_a_phone_a_customer_orders_through_the_four_steps_and_sees_the_order_
     phone.locator("form.form button[type=submit]").click()
     phone.wait_for_url("**/order/payment/")
 
+    # (the choices come before what to know about them: the first is on the first screen)
+    first = phone.locator("fieldset.network-group .choice").first.bounding_box()
+    assert first and first["y"] + first["height"] <= PHONE["height"], f"the first choice ends at {first}"
     phone.locator("input[name=payment_option][value='local:USDC']").check()
     on_a_phone(phone, "en-phone-06-payment", page_checks)
     phone.locator("form.form button[type=submit]").click()
@@ -133,6 +155,9 @@ def test_on_a_phone_a_customer_orders_through_the_four_steps_and_sees_the_order_
 
     payment = phone.locator("section[aria-labelledby=review-payment]").inner_text()
     assert Network.objects.get(slug="local").name in payment and "USDC" in payment
+    # and it says each thing once: no summary beside the sections that already list it (issue 40)
+    assert phone.locator("[data-summary], .summary").count() == 0
+    assert phone.get_by_text("Price per lot", exact=True).count() == 1
     on_a_phone(phone, "en-phone-07-review", page_checks)
     phone.locator("form.form--place button[type=submit]").click()
     phone.wait_for_url(re.compile(r"/o/B2-[A-Z0-9-]+/[^/]+/$"))
