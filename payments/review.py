@@ -172,6 +172,7 @@ class Evidence:
     late: bool
     elsewhere: list[str]
     credits: list[CreditShown]
+    arrived: bool = True  # anything at all in the asset asked for, late or not
 
     @property
     def text(self) -> str:
@@ -200,6 +201,7 @@ def payment_evidence(payment: PaymentRequest, credits: list[Credit] | None = Non
         late=any(credit.kind == CreditKind.LATE for credit in own),
         elsewhere=[_sum_text(group) for group in elsewhere.values()],
         credits=[_credit_shown(credit) for credit in shown],
+        arrived=bool(own),
     )
 
 
@@ -244,21 +246,27 @@ def payment_in_review(payment: PaymentRequest) -> bool:
     return payment.order.status == OrderStatus.NEEDS_REVIEW
 
 
-def decisions_offered(payment: PaymentRequest) -> list[tuple[str, str]]:
-    """The (decision, label) pairs the payment's page offers: accept and reject, while a review is awaited and
-    the status table allows them (and accept only where the money can still pay)."""
+def decisions_offered(payment: PaymentRequest) -> list[tuple[str, str, str]]:
+    """The (decision, label, emphasis) the payment's page offers: accept and reject, while a review is awaited
+    and the status table allows them (and accept only where the money can still pay). Where nothing arrived in
+    the asked asset, rejecting leads and accepting is the secondary button that says so: a reviewer who accepts
+    then gives away a node for money the chain never showed."""
     if not payment_in_review(payment):
         return []
     allowed = REVIEWER_TRANSITIONS[payment.status]
+    nothing_arrived = not payment_evidence(payment).arrived
     offered = []
     # An extension's money that came after its rental ended cannot buy days: it can only be rejected (refunded).
     if P.CONFIRMED in allowed and not extension_money_came_late(extension_id=payment.extension_id, now=timezone.now()):
-        offered.append((Decision.ACCEPT, pgettext("staff", "Accept the payment (the order is paid)")))
+        if nothing_arrived:
+            label = pgettext("staff", "Accept anyway: nothing arrived in this asset (the order is paid)")
+        else:
+            label = pgettext("staff", "Accept the payment (the order is paid)")
+        offered.append((Decision.ACCEPT, label, "secondary" if nothing_arrived else "accept"))
     if P.REJECTED in allowed:
-        offered.append(
-            (Decision.REJECT, pgettext("staff", "Reject the payment (the order is cancelled, the money goes back)"))
-        )
-    return offered
+        reject = pgettext("staff", "Reject the payment (the order is cancelled, the money goes back)")
+        offered.append((Decision.REJECT, reject, "reject"))
+    return sorted(offered, key=lambda decision: decision[2] == "secondary")  # the emphasised one first
 
 
 def payments_in_review() -> QuerySet[PaymentRequest]:

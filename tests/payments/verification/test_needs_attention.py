@@ -130,3 +130,7 @@ def test_a_reviewer_opening_the_console_is_told_who_acts_there_and_where_their_o
         assert "Operators" in html
         assert 'href="/admin/ledger/"' in html
         assert ('href="/admin/"' in html) == (role == "reviewer")
+        # and it says who is signed in, with the way to log out (the wrong account is the first thing to rule out)
+        assert f"Signed in as {name}." in html
+        assert re.search(r'<form[^>]*method="post"[^>]*action="/admin/logout/"', html)
+        assert 'name="csrfmiddlewaretoken"' in html

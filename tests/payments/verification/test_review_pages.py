@@ -125,6 +125,46 @@ def test_the_payment_page_has_accept_and_reject_beside_the_evidence(late_payment
     assert re.search(r'<button[^>]*name="decision"[^>]*value="reject"', section)
 
 
+def decision_buttons(page: str) -> list[tuple[str, str]]:
+    """The decision buttons of a payment's page, in order: (value, class)."""
+    section = page.split('id="review-decision"', 1)[1].split("</section>", 1)[0]
+    return re.findall(r'<button[^>]*name="decision" value="(\w+)" class="([^"]*)"', section)
+
+
+def test_where_money_arrived_accept_leads(late_payment, reviewer, client):
+    client.login(username="rita", password=STAFF_PASSWORD)
+    page = client.get(f"{PAYMENTS_ADMIN}{payment_of(late_payment).pk}/change/").content.decode()
+
+    assert decision_buttons(page) == [
+        ("accept", "staff-button staff-button--accept"),
+        ("reject", "staff-button staff-button--reject"),
+    ]
+
+
+def test_where_nothing_arrived_in_the_asset_asked_for_reject_leads_and_accept_says_so(
+    chain, customer, scan_pass, reviewer, client
+):
+    # Given a USDC order whose address received USDT only: in review, nothing arrived in USDC
+    placed = customer.order()
+    chain.wallet.pay_token(chain.usdt, placed["payment"]["address"], units(placed))
+    chain.mine(2)
+    scan_pass()
+    payment = payment_of(placed)
+    assert (payment.status, order_of(placed).status) == ("wrong_network", "needs_review")
+
+    # When a reviewer opens its page
+    client.login(username="rita", password=STAFF_PASSWORD)
+    page = client.get(f"{PAYMENTS_ADMIN}{payment.pk}/change/").content.decode()
+
+    # Then rejecting is the button that leads, and accepting is offered as the secondary one that says why
+    # (issue 40: "Accept" led, for an order nothing paid)
+    assert decision_buttons(page) == [
+        ("reject", "staff-button staff-button--reject"),
+        ("accept", "staff-button staff-button--secondary"),
+    ]
+    assert "Accept anyway: nothing arrived in this asset" in page
+
+
 def test_accepting_on_the_payment_page_pays_the_order_and_a_missing_reason_decides_nothing(
     late_payment, reviewer, client
 ):
