@@ -184,6 +184,13 @@ def pay_and_report(page, check, language: str, shop, request) -> bool:
     call_command("scan_payments")
     wait_for_status(page, ".status--paid", live)
     page.locator(".status--confirmed").first.wait_for()
+    # Nobody pressed "Prepare" yet: the page says it waits for an operator, not that the node is being prepared
+    waits = translated(
+        language,
+        "Your payment is confirmed. Your node waits for an operator to start its preparation and GPU check: they "
+        "were told at once. Nothing to do: this page updates by itself.",
+    )
+    assert waits in page.locator("[data-story=paid]").inner_text()
     check(page, f"{language}-10-paid")
     return live
 

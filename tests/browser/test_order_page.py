@@ -4,7 +4,9 @@ An unpaid order's first screen holds the payment card (amount, address, QR, "I h
 whole, in groups, and copied without the gaps; amounts follow the page's locale and are copied as wallets take
 them. Each state tells one story with its next action: the window ending (the card goes at once), an expired
 order (start a new one), "I have paid" with nothing found after a few minutes (check the network and the
-address), a wrong token (give the refund address)."""
+address), a wrong token (give the refund address), a shortfall (the card asks for the missing amount, first), a
+refund owed on a cancelled order (it leads). A reload after a refused transaction hash reads the page again, and
+the amounts the script writes read as the server writes them."""
 
 from __future__ import annotations
 
@@ -326,6 +328,8 @@ def test_an_underpayment_seen_on_a_phone_asks_for_the_missing_amount_first_with_
             worth_text = number_format(worth, 2, use_l10n=True, force_grouping=True)
             total_text = number_format(payment.amount_usd, 2, use_l10n=True, force_grouping=True)
         assert card.locator("#pay-title").inner_text() == translated(language, "Send the missing amount")
+        # (the shortfall is named as soon as it is seen, not once it is final)
+        assert page.locator("[data-story=detected_short], [data-story=underpaid]").is_visible()
         assert page.locator("#pay-amount").inner_text() == missing_text
         network_line = card.locator(".pay-card__network").inner_text()
         assert f"{worth_text} USD" in network_line and total_text not in network_line
@@ -353,9 +357,10 @@ def test_the_amount_the_script_writes_reads_as_the_server_writes_it(phone, shop,
 
     placed = place(shop, order_payload, asset="ETH", language=language)
     payment = payment_of(placed)
-    # Given the whole quote seen arriving (1 of 2 confirmations), as the scan records it
+    # Given the whole quote seen arriving, with more blocks on top than the 2 confirmations the network asks for
+    # (a payment can wait on a person while blocks keep coming), as the scan records it
     PaymentRequest.objects.filter(pk=payment.pk).update(
-        status="detected", confirmations=1, received_base_units=payment.amount_base_units
+        status="detected", confirmations=4, received_base_units=payment.amount_base_units
     )
     page = phone(language)
 
@@ -371,6 +376,48 @@ def test_the_amount_the_script_writes_reads_as_the_server_writes_it(phone, shop,
         )
     notice = page.locator("[data-story=detected] [data-live-notice]").inner_text()
     assert f"{received} ETH" in notice, notice
+    # And it never reads "4 of 2"
+    with translation.override(language):
+        expected = gettext(
+            "We see %(received)s %(asset)s arriving. Waiting for confirmations: %(confirmations)s of %(required)s. "
+            "Nothing to do: this page updates by itself."
+        ) % {"received": received, "asset": "ETH", "confirmations": 2, "required": 2}
+    assert notice == expected
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_cancelled_order_that_owes_a_refund_leads_with_it_on_a_phone(
+    phone, page_checks, shop, order_payload, language
+):
+    from orders.models import Order, OrderStatus
+    from payments.models import Refund
+
+    placed = place(shop, order_payload, language=language)
+    payment = payment_of(placed)
+    # Given a cancelled order whose refund has its address and waits for a reviewer
+    Order.objects.filter(reference=placed["reference"]).update(status=OrderStatus.CANCELLED)
+    refund = Refund.objects.create(
+        payment=payment, reason="goodwill", network=payment.asset.network, chain_id=payment.chain_id,
+        amount_base_units=1000, decimals=6, symbol="USDC", to_address="0x" + "ab" * 20, status="pending_approval",
+    )  # fmt: skip
+    page = phone(language)
+    try:
+        # When the customer opens the page on a phone
+        page.goto(path_of(placed))
+
+        # Then the money owed leads, on the first screen, and its button goes to the refund (issue 40: it hid
+        # behind "This order was cancelled" and "Start a new order")
+        story = page.locator("[data-story=refund_owed]")
+        assert story.is_visible()
+        lead = story.get_by_role("link", name=translated(language, "See your refund"))
+        assert "button--primary" in lead.get_attribute("class")
+        assert bottom_of(page, "[data-story=refund_owed] .button--primary") <= PHONE["height"]
+        page_checks(page, f"{language}-order-08-refund-owed")
+        lead.click()
+        assert page.evaluate("() => window.location.hash") == f"#refund-{refund.pk}"
+    except Exception:
+        page_checks.failure(page, f"{language}-order-refund-owed-failure")
+        raise
 
 
 def test_axe_core_and_the_nu_html_checker_find_nothing_on_the_order_pages(page_checks):
