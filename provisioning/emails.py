@@ -11,11 +11,15 @@ from orders.order_links import order_key_form_path
 from orders.outbox import email_context
 from provisioning.data_window import data_until
 from provisioning.models import AccessGrant, NodeMove
+from provisioning.ssh_setup import known_hosts_line, ssh_config_block
 
 
 @email_context("access_ready", "access_ending")
 def access_email_context(order: Order, params: dict) -> dict:
     grants = list(order.access_grants.handed_over().select_related("node"))
+    for grant in grants:  # SSH that works on the first try: the pinned key's line and the config block
+        grant.order = order
+        grant.known_hosts_line, grant.ssh_config = known_hosts_line(grant), ssh_config_block(grant)
     # When the files go, if the rental has a window to download them after its end (provisioning/data_window.py).
     return {"grants": grants, "hours": params.get("hours"), "data_until": data_until(order.ends_at)}
 

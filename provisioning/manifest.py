@@ -23,6 +23,7 @@ from orders.models import ExtensionStatus, Order
 from payments.models import PaymentRequest
 from provisioning.bundle import node_bundle_sha256
 from provisioning.models import AccessGrant, Manifest, PreparationRun, RunStatus
+from provisioning.ssh_setup import known_hosts_line
 
 JCS = "JCS (RFC 8785)"
 JCS_ALGORITHM = "Ed25519 over the JCS (RFC 8785) canonical JSON of `body`"
@@ -140,6 +141,8 @@ def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessG
                 "name": run.node.name,
                 "host": by_node[run.node_id].host if run.node_id in by_node else run.node.host,
                 "host_key_fingerprint": by_node[run.node_id].host_key_fingerprint if run.node_id in by_node else "",
+                # The pinned key's known_hosts line, signed with the rest (null on a development node)
+                "known_hosts_line": _known_hosts_line(by_node.get(run.node_id), order),
                 "gpus": (run.report or {}).get("versions", {}).get("gpus"),
                 "versions": (run.report or {}).get("versions"),
                 "thresholds": (run.report or {}).get("thresholds"),
@@ -150,6 +153,13 @@ def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessG
             for run in runs
         ],
     }
+
+
+def _known_hosts_line(grant: AccessGrant | None, order: Order) -> str | None:
+    if grant is None:
+        return None
+    grant.order = order
+    return known_hosts_line(grant)
 
 
 def manifest_create(*, order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> Manifest:

@@ -253,7 +253,9 @@ class OrderOutput(serializers.Serializer):
     access = serializers.DictField(
         allow_null=True,
         help_text="host, port, user, host_key_fingerprint, ssh_command, ends_at, data_until (after the end: read-only "
-        "SFTP until then), sftp_command, scp_command, nodes",
+        "SFTP until then), sftp_command, scp_command, alias, known_hosts_line and ssh_config (the node's pinned host "
+        "key for ~/.ssh/known_hosts and a block for ~/.ssh/config: the first ssh asks nothing; null on a development "
+        "node), nodes",
     )
     preparation_progress = serializers.ListField(child=serializers.DictField())
     manifest_url = serializers.URLField(allow_null=True)

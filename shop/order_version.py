@@ -28,7 +28,7 @@ from payments.models import Credit, Notice, PaymentRequest, Refund
 from provisioning.models import AccessGrant, Manifest, Node, NodeHealth, PreparationRun
 
 # Bump when the representation changes shape, so that no browser keeps a body of the previous release.
-REPRESENTATION_REVISION = "3"  # 2: the credits (time given back); 3: nodes_health
+REPRESENTATION_REVISION = "4"  # 2: the credits (time given back); 3: nodes_health; 4: ssh_config
 # One row per thing shown that can change: a kind letter, then up to 7 values, all as text (every part of a
 # UNION has the same columns). Table names come from the models; the only parameters are bound.
 VERSION_SQL = """

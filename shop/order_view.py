@@ -18,6 +18,7 @@ from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
 from payments.refunds import CHANGEABLE
 from provisioning.health import order_nodes_health
+from provisioning.ssh_setup import known_hosts_line, ssh_alias, ssh_config_block
 from shop.order_version import OrderVersion
 
 # While the payment can still move by itself, the order page refreshes itself.
@@ -197,9 +198,11 @@ def access_representation(order: Order) -> dict[str, Any] | None:
     """Host, port, user, the host-key fingerprint, the ssh command and the end, once access works."""
     if order.status != OrderStatus.ACTIVE:
         return None
-    grants = list(order.access_grants.handed_over().order_by("node__name"))
+    grants = list(order.access_grants.handed_over().select_related("node").order_by("node__name"))
     if not grants:
         return None
+    for grant in grants:
+        grant.order = order  # (the alias names it: no query per node)
     nodes = [
         {
             "host": g.host,
@@ -207,6 +210,10 @@ def access_representation(order: Order) -> dict[str, Any] | None:
             "user": g.account,
             "host_key_fingerprint": g.host_key_fingerprint,
             "ssh_command": g.ssh_command,
+            # SSH that works on the first try (provisioning/ssh_setup.py): null where the node has no pinned key
+            "alias": ssh_alias(g),
+            "known_hosts_line": known_hosts_line(g),
+            "ssh_config": ssh_config_block(g),
             "ends_at": order.ends_at,
             # After the end: read-only SFTP until then (provisioning/data_window.py), null before the window opens.
             "data_until": g.grace_until,
