@@ -39,8 +39,9 @@ HELD_KEYS_FILE = "/etc/ssh/authorized_keys/%u"
 S = OrderStatus
 KEY_BACKSTOP = dt.timedelta(days=1)
 KEY_REFUSED = 4  # the access tool's exit status when the key itself is refused (the caller's input)
-# A revocation walks the node's local filesystems for the tenant's files: minutes on a node full of data.
-REVOKE_TIMEOUT_SECONDS = 1800
+# A revocation waits END_GRACE_SECONDS for the tenant's processes to stop on SIGTERM, then walks the node's local
+# filesystems for the tenant's files: minutes on a node full of data.
+REVOKE_TIMEOUT_SECONDS = 1800 + settings.END_GRACE_SECONDS
 ACCESS_WITHDRAW = JobKind.ACCESS_WITHDRAW
 
 
@@ -265,10 +266,10 @@ def _revoke_on_node(grant: AccessGrant) -> None:
         # The tool proves the node clean (no file, process or GPU work of the account left) or exits 1 saying
         # what is left: a DriverError, so the grant stays live and the node out of sale until a retry succeeds.
         scratch = [arg for path in grant.node.scratch_folders() for arg in ("--scratch", path)]
+        # SIGTERM first: a training loop that saves on it keeps its checkpoint (END_GRACE_SECONDS, issue 41)
+        args = ["--account", grant.account, *scratch, "--term-seconds", str(settings.END_GRACE_SECONDS)]
         try:
-            _access_tool(
-                driver, grant.node, "revoke", "--account", grant.account, *scratch, timeout=REVOKE_TIMEOUT_SECONDS
-            )
+            _access_tool(driver, grant.node, "revoke", *args, timeout=REVOKE_TIMEOUT_SECONDS)
         except DriverError as exc:
             log.error("%s on %s is not revoked, the node stays with its tenant: %s", grant.account, grant.node, exc)
             raise

@@ -74,6 +74,10 @@ def access_grace_on_node(*, grant_id: int) -> bool:
         return False
     with driver_for(grant.node) as driver:
         access_tool_ready(driver=driver, node=grant.node)  # an older installed copy knows no `grace`
-        _access_tool(driver, grant.node, "grace", "--account", grant.account, "--until", grant.grace_until.isoformat())
+        _access_tool(
+            driver, grant.node, "grace", "--account", grant.account, "--until", grant.grace_until.isoformat(),
+            # SIGTERM first: a training loop that saves on it keeps its checkpoint for the window (issue 41)
+            "--term-seconds", str(settings.END_GRACE_SECONDS), timeout=120 + settings.END_GRACE_SECONDS,
+        )  # fmt: skip
     log.info("%s on %s: data window open until %s", grant.account, grant.node, grant.grace_until)
     return True

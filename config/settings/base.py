@@ -392,6 +392,12 @@ MOVE_COPY_MAX_GIB = env_int("MOVE_COPY_MAX_GIB", 200)
 MOVE_COPY_MAX_MINUTES = env_int("MOVE_COPY_MAX_MINUTES", 240)
 # After the end, the account may download its data over read-only SFTP for this many hours (0: none).
 DATA_GRACE_HOURS = env_int("DATA_GRACE_HOURS", 12)
+# Before the rental ends (or a move stops the node), the node tells the account this many minutes ahead:
+# ~/.b200/notice.json and a line on its terminals (issue 41).
+END_NOTICE_MINUTES = env_int("END_NOTICE_MINUTES", 30)
+# At the end the account's processes get SIGTERM, then SIGKILL this many seconds later: a loop that saves a
+# checkpoint on SIGTERM keeps it into the data window.
+END_GRACE_SECONDS = env_int("END_GRACE_SECONDS", 120)
 # On: a paid order's preparation starts by itself (operators can still stop it). Off: operators trigger it.
 AUTO_PREPARE = env_bool("AUTO_PREPARE", False)
 

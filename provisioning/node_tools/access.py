@@ -7,6 +7,7 @@
     python3 access.py rekey  --account o-b2k4mq9xd --key-file new.pub
     python3 access.py grace  --account o-b2k4mq9xd --until 2025-07-01T12:00:00Z
     python3 access.py sshd-check --account o-b2k4mq9xd
+    python3 access.py notice --account o-b2k4mq9xd --ends-at 2025-07-01T12:00:00Z --reason end --grace-seconds 120
 
 Each prints one JSON object on stdout. Exit status: 0 done, 1 failed, 2 usage error, 3 refused
 (the account exists but is not one of ours, or it is bound to another key), 4 the key is refused (not
@@ -55,6 +56,13 @@ sshd-check: `sshd -T` for the account, and whether its configuration lets a tena
 the home, one in a folder others may write, an AuthorizedKeysCommand the tool cannot judge) or does not read
 the file this tool writes. Prints {"ok": ..., "authorized_keys_file": [...], "problems": [...]}; the shop's
 node check refuses the node when it is not ok.
+
+notice --ends-at T --reason end|move|maintenance [--grace-seconds N]: the notice before the processes stop
+(issue 41): ~/.b200/notice.json ({"ends_at", "reason", "seconds_left"}), written as the tool writes every file in
+the home (no link followed, replaced whole, owned by the account), and a line on each terminal the account owns.
+revoke and grace take --term-seconds N: the account's processes get SIGTERM first (a training loop that saves a
+checkpoint on it keeps it into the data window), SIGKILL N seconds later; the door is closed before, so the
+wait ends.
 
 --users-prefix DIR works on DIR/etc/{passwd,shadow,group,...} (useradd --prefix) with homes under
 DIR/home and the state under DIR/var/lib: the test suite's sandbox, where revoke sweeps only /tmp,
@@ -375,18 +383,22 @@ def _open_dir(name: str, dir_fd: int | None = None) -> int:
     return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
 
 
-def _ssh_dir(home_fd: int) -> int:
-    """~/.ssh as a real directory (a link or file the account put there is removed first)."""
+def _real_dir(home_fd: int, name: str) -> int:
+    """~/NAME as a real directory (a link or file the account put there is removed first)."""
     try:
-        return _open_dir(".ssh", home_fd)
+        return _open_dir(name, home_fd)
     except FileNotFoundError:
         pass
     except OSError as error:
         if error.errno not in (errno.ELOOP, errno.ENOTDIR):
             raise
-        os.unlink(".ssh", dir_fd=home_fd)
-    os.mkdir(".ssh", 0o700, dir_fd=home_fd)
-    return _open_dir(".ssh", home_fd)
+        os.unlink(name, dir_fd=home_fd)
+    os.mkdir(name, 0o700, dir_fd=home_fd)
+    return _open_dir(name, home_fd)
+
+
+def _ssh_dir(home_fd: int) -> int:
+    return _real_dir(home_fd, ".ssh")
 
 
 @contextlib.contextmanager
@@ -909,6 +921,25 @@ def kill_processes(ids: Ids) -> int:
     )
 
 
+def stop_processes(ids: Ids, term_seconds: float) -> tuple:
+    """The end of a rental (issue 41): SIGTERM to every process of the ids, so that a training loop that saves a
+    checkpoint on SIGTERM keeps it; whatever still runs after `term_seconds` (or forked meanwhile) gets SIGKILL.
+    The caller has closed the door first (no new login), so the wait ends. Returns (terminated, killed)."""
+    terminated = set()
+    deadline = time.monotonic() + max(0.0, term_seconds)
+    while time.monotonic() < deadline:
+        pids = _processes_of(ids)
+        if not pids:
+            break
+        for pid in pids:
+            if pid not in terminated:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                    terminated.add(pid)
+        time.sleep(0.1)
+    return len(terminated), kill_processes(ids)
+
+
 # System V IPC: a shared memory segment outlives its processes and is readable by anyone its mode lets in.
 SYSV_IPC = (("/proc/sysvipc/shm", "-m"), ("/proc/sysvipc/msg", "-q"), ("/proc/sysvipc/sem", "-s"))
 
@@ -1040,10 +1071,10 @@ def _close_door(users: Users, account: str, home: str) -> None:
         pass
 
 
-def scrub(users: Users, ids: Ids, scratch: list) -> dict:
+def scrub(users: Users, ids: Ids, scratch: list, term_seconds: float = 0) -> dict:
     """The end of the rental: the uid's processes, files, IPC objects and GPU work gone, or Failed saying
     what is left (nothing about the account is removed then: the next revoke starts again)."""
-    killed = kill_processes(ids)
+    terminated, killed = stop_processes(ids, term_seconds)
     swept = [remove_owned(root, ids) for root in sweep_roots(users, scratch)]
     ipc_left = remove_ipc(ids)
     gpus = gpus_freed(ids)
@@ -1063,6 +1094,7 @@ def scrub(users: Users, ids: Ids, scratch: list) -> dict:
             "on the cards), then revoke again"
         )
     return {
+        "processes_terminated": terminated,
         "processes_killed": killed,
         "files_removed": sum(sweep["removed"] for sweep in swept),
         "swept": [sweep["root"] for sweep in swept],
@@ -1070,7 +1102,7 @@ def scrub(users: Users, ids: Ids, scratch: list) -> dict:
     }
 
 
-def revoke(users: Users, account: str, scratch: list | None = None) -> dict:
+def revoke(users: Users, account: str, scratch: list | None = None, term_seconds: float = 0) -> dict:
     entry = users.lookup(account)
     home = users.path(f"/home/{account}")
     if entry is None:
@@ -1084,7 +1116,7 @@ def revoke(users: Users, account: str, scratch: list | None = None) -> dict:
         record_write(users, account, ids)
         # First close the door (no new logins), then empty the room.
         _close_door(users, account, users.path(entry["home"]))
-    report = scrub(users, ids, scratch or [])
+    report = scrub(users, ids, scratch or [], term_seconds)
     if entry is not None:
         result = users.tool("userdel", "--remove", account)
         for _ in range(5):
@@ -1202,7 +1234,7 @@ def _limit_key(users: Users, entry: dict, server: str, until: dt.datetime) -> bo
         os.close(home_fd)
 
 
-def grace(users: Users, account: str, until: dt.datetime) -> dict:
+def grace(users: Users, account: str, until: dt.datetime, term_seconds: float = 0) -> dict:
     """The rental ended: the account keeps its files until `until` and may download them over read-only SFTP;
     its processes, GPU work, System V IPC and scheduled jobs are stopped now. Idempotent.
 
@@ -1221,7 +1253,7 @@ def grace(users: Users, account: str, until: dt.datetime) -> dict:
     _expire_on(users, account, EXPIRED_DAY)
     ids = Ids(entry["uid"], subordinate_ranges(users, account, entry["uid"]))
     jobs = hold_jobs(users, account, entry["uid"])
-    killed = kill_processes(ids)
+    terminated, killed = stop_processes(ids, term_seconds)
     ipc_left = remove_ipc(ids)
     gpus = gpus_freed(ids)
     changed = False
@@ -1247,10 +1279,92 @@ def grace(users: Users, account: str, until: dt.datetime) -> dict:
         "changed": changed,
         "until": until.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "sftp_server": server,
+        "processes_terminated": terminated,
         "processes_killed": killed,
         "jobs_held": jobs,
         "gpus": "no process left on the cards" if gpus["checked"] else gpus["why"],
     }
+
+
+# The notice before the end (issue 41): ~/.b200/notice.json for `b200 status` and the tenant's own scripts, and a
+# line on each of the account's terminals.
+NOTICE_DIR, NOTICE_FILE = ".b200", "notice.json"
+NOTICE_REASONS = ("end", "move", "maintenance")
+NOTICE_WORDS = {
+    "end": "this rental ends",
+    "move": "this node stops for a move of your rental to another node",
+    "maintenance": "this node stops for maintenance",
+}
+
+
+def notice(users: Users, account: str, ends_at: dt.datetime, reason: str, grace_seconds: int) -> dict:
+    """Tell the account that its processes stop at `ends_at`: the file, written as the tool writes every file of
+    the home (no link followed, owned by the account, replaced whole), and a line on its terminals. Idempotent."""
+    entry = users.lookup(account)
+    if entry is None:
+        return {"account": account, "existed": False}
+    if not managed(entry):
+        raise Refused(f"the account {account} was not created by this tool: not touching it")
+    left = max(0, int((ends_at - dt.datetime.now(dt.timezone.utc)).total_seconds()))
+    body = {"ends_at": ends_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "reason": reason, "seconds_left": left}
+    home_fd = _open_dir(users.path(entry["home"]))
+    try:
+        folder_fd = _real_dir(home_fd, NOTICE_DIR)
+        try:
+            os.fchown(folder_fd, entry["uid"], entry["gid"])
+            _file_replace(folder_fd, NOTICE_FILE, json.dumps(body, sort_keys=True) + "\n", entry["uid"], entry["gid"])
+        finally:
+            os.close(folder_fd)
+    finally:
+        os.close(home_fd)
+    line = (
+        f"B200 Pairs: {NOTICE_WORDS[reason]} at {body['ends_at']} (in {max(1, left // 60)} min). Save your work: "
+        f"then your processes get SIGTERM, and SIGKILL {grace_seconds} s later. `b200 status` says more."
+    )
+    return {"account": account, "existed": True, "notice": body, "terminals": tell_terminals(entry["uid"], line)}
+
+
+def _file_replace(dir_fd: int, name: str, content: str, uid: int, gid: int) -> None:
+    """NAME in the folder, replaced whole by a new file of the account's (a link or hard link there is replaced,
+    never written through)."""
+    partial = f".{name}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(partial, dir_fd=dir_fd)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+    try:
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, 0o644)
+        os.write(fd, content.encode())
+    finally:
+        os.close(fd)
+    os.replace(partial, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def tell_terminals(uid: int, line: str) -> int:
+    """Write the line on each pseudo-terminal the uid owns (its logins' shells, tmux, screen); a busy or closed
+    one is skipped, never waited for. Returns how many were told."""
+    told = 0
+    text = ("\r\n*** " + line + " ***\r\n").encode("ascii", errors="replace")
+    try:
+        names = [name for name in os.listdir("/dev/pts") if name.isdigit()]
+    except OSError:
+        return 0
+    for name in names:
+        path = f"/dev/pts/{name}"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISCHR(info.st_mode) and info.st_uid == uid:
+                os.write(fd, text)
+                told += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return told
 
 
 def show(users: Users, account: str) -> dict:
@@ -1359,7 +1473,7 @@ def sshd_check(users: Users, account: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="access.py", description="Per-order SSH access on this node.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("grant", "revoke", "show", "rekey", "grace", "sshd-check"):
+    for name in ("grant", "revoke", "show", "rekey", "grace", "sshd-check", "notice"):
         command = commands.add_parser(name)
         command.add_argument("--account", required=True, type=check_account)
         command.add_argument("--users-prefix", default="", help="work on DIR/etc and DIR/home (test sandbox)")
@@ -1367,6 +1481,14 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument(
                 "--scratch", action="append", default=[], metavar="DIR", help="a scratch folder of the node to sweep"
             )
+        if name in ("revoke", "grace"):
+            command.add_argument(
+                "--term-seconds", type=float, default=0, help="SIGTERM first, SIGKILL after this (default: at once)"
+            )
+        if name == "notice":
+            command.add_argument("--ends-at", required=True, type=parse_expires, help="ISO 8601, with a zone")
+            command.add_argument("--reason", required=True, choices=NOTICE_REASONS)
+            command.add_argument("--grace-seconds", type=int, default=0, help="between SIGTERM and SIGKILL")
         if name == "grant":
             command.add_argument("--key-file", required=True, help="the customer's OpenSSH public key")
             command.add_argument("--expires", required=True, type=parse_expires, help="ISO 8601, with a zone")
@@ -1385,11 +1507,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "grant":
             report = grant(users, args.account, args.key_file, args.expires)
         elif args.command == "grace":
-            report = grace(users, args.account, args.until)
+            report = grace(users, args.account, args.until, args.term_seconds)
+        elif args.command == "notice":
+            report = notice(users, args.account, args.ends_at, args.reason, args.grace_seconds)
         elif args.command == "rekey":
             report = rekey(users, args.account, args.key_file, args.expires)
         elif args.command == "revoke":
-            report = revoke(users, args.account, args.scratch)
+            report = revoke(users, args.account, args.scratch, args.term_seconds)
         elif args.command == "sshd-check":
             report = sshd_check(users, args.account)
         else:
