@@ -205,6 +205,7 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
     )
     manifest_create(order=order, runs=runs, grants=grants)
     email_enqueue(order_id=order.pk, name="access_ready")
+    job_enqueue(JobKind.ACCESS_STATE, order_id=order.pk)  # `b200` and the order's facts on its nodes (issue 41)
 
 
 def access_follow_extension(sender: object, *, extension: Extension, order: Order, ends_at: dt.datetime, **_: object):
@@ -229,6 +230,7 @@ def access_extend_on_nodes(*, extension_id: int) -> int:
     with transaction.atomic():
         order = Order.objects.select_for_update().get(pk=extension.order_id)
         manifest_revise(order=order, extension_id=extension.pk)
+        job_enqueue(JobKind.ACCESS_STATE, order_id=order.pk)  # the new end in `b200 status`
     log.info("order %s: access extended to %s on %s node(s)", order.reference, order.ends_at, count)
     return count
 

@@ -40,6 +40,7 @@ def access_end_follow(*, order_id: int) -> int:
         order = Order.objects.select_for_update().get(pk=order_id)
         for credit in order.credits.exclude(seconds=0).order_by("created_at", "pk"):
             manifest_change(order=order, change_id=f"credit-{credit.pk}", change=credit_change(credit))
+        job_enqueue(JobKind.ACCESS_STATE, order_id=order.pk)  # the new end in `b200 status`
     log.info("order %s: the end %s on %s node(s)", order.reference, order.ends_at, count)
     return count
 

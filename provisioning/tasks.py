@@ -24,9 +24,11 @@ from provisioning.access import (
     reminders_due,
 )
 from provisioning.auto_prepare import preparation_auto
+from provisioning.b200_state import b200_state_on_nodes
 from provisioning.data_window import access_grace_on_node, data_windows_open
 from provisioning.drivers.base import DriverError
 from provisioning.end_follow import access_end_follow
+from provisioning.end_notice import notice_on_node, notices_send
 from provisioning.health import (
     downtime_close_due,
     health_probe,
@@ -121,6 +123,40 @@ def access_withdraw_task(grant_id: int) -> bool:
 )
 def access_extend_task(extension_id: int) -> int:
     return access_extend_on_nodes(extension_id=extension_id)
+
+
+@job_task(
+    kind=JobKind.ACCESS_STATE,
+    lease_seconds=600,
+    max_attempts=20,  # `b200` is the researcher's help, never a condition of the rental: it gives up in the end
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=30,
+    retry_backoff_max=600,
+    max_retries=5,
+)
+def access_state_task(order_id: int) -> int:
+    return b200_state_on_nodes(order_id=order_id)
+
+
+@job_task(
+    kind=JobKind.ACCESS_NOTICE,
+    lease_seconds=300,
+    max_attempts=10,  # a notice after the end is no notice: the end itself does not wait for it
+    acks_late=True,
+    autoretry_for=(DriverError, *TRANSIENT_DB_ERRORS),
+    retry_backoff=15,
+    retry_backoff_max=120,
+    max_retries=5,
+)
+def access_notice_task(grant_id: int, ends_at: str) -> bool:
+    return notice_on_node(grant_id=grant_id, ends_at=ends_at)
+
+
+@shared_task(acks_late=True)
+def access_notices_task() -> int:
+    """Beat: the notice before the end, for each rental whose end comes within END_NOTICE_MINUTES."""
+    return notices_send(timezone.now())
 
 
 @job_task(

@@ -34,6 +34,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -122,6 +123,12 @@ class SandboxSshd:
                 server_missing(f"sshd sandbox: {directory} is not a plain directory here")
 
     def _build_sandbox(self) -> None:
+        # A tenant reaches what the access tool installs under the sandbox (b200's command and the order's facts)
+        # as on a node, where those folders are world-traversable: the temp folders above it may be traversed,
+        # never listed.
+        for folder in (self.root, *self.root.parents):
+            if str(folder).startswith(tempfile.gettempdir() + "/") and folder.stat().st_mode & 0o077 == 0:
+                folder.chmod(0o711)
         etc = self.sandbox / "etc"
         for directory in (etc, self.sandbox / "home", self.sandbox / "var-log"):
             directory.mkdir(parents=True, mode=0o755)
@@ -132,6 +139,9 @@ class SandboxSshd:
             source = Path("/etc") / name
             if name == "ssh":
                 self._build_ssh_folder(etc / name)
+                continue
+            if name == "profile.d":  # the sandbox's own: the access tool installs b200's login welcome there
+                (etc / name).mkdir(mode=0o755)
                 continue
             target = f"{HOST_ETC}/{name}"
             if source.is_symlink():

@@ -398,6 +398,7 @@ END_NOTICE_MINUTES = env_int("END_NOTICE_MINUTES", 30)
 # At the end the account's processes get SIGTERM, then SIGKILL this many seconds later: a loop that saves a
 # checkpoint on SIGTERM keeps it into the data window.
 END_GRACE_SECONDS = env_int("END_GRACE_SECONDS", 120)
+CELERY_BEAT_SCHEDULE["notice-before-the-end"] = {"task": "provisioning.tasks.access_notices_task", "schedule": 60.0}
 # On: a paid order's preparation starts by itself (operators can still stop it). Off: operators trigger it.
 AUTO_PREPARE = env_bool("AUTO_PREPARE", False)
 

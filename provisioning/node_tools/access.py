@@ -1130,6 +1130,7 @@ def revoke(users: Users, account: str, scratch: list | None = None, term_seconds
         shutil.rmtree(home)  # userdel leaves files it could not remove (exit 12)
     record_remove(users, account)
     held_remove(users, account)
+    b200_remove(users, account)
     return {"account": account, "existed": True, "removed": True, "uid": ids.uid, **report, "files_left": []}
 
 
@@ -1284,6 +1285,96 @@ def grace(users: Users, account: str, until: dt.datetime, term_seconds: float = 
         "jobs_held": jobs,
         "gpus": "no process left on the cards" if gpus["checked"] else gpus["why"],
     }
+
+
+# The rental's own command on the node (issue 41): `b200`, for the order's account. Its code, its wrapper, the
+# login banner and each order's facts live outside the tool's own state folder (root's alone): the account reads
+# them, only root writes them.
+B200_DIR = "/var/lib/b200"
+B200_WRAPPER = "/usr/local/bin/b200"
+B200_WELCOME = "/etc/profile.d/b200-welcome.sh"
+ORDER_STATE_MAX = 64 * 1024
+
+
+def _root_file(path: str, content: str, mode: int, gid: int = 0) -> None:
+    """A file only root writes, replaced whole (its folders made root's, 0755, where missing)."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, 0o755, exist_ok=True)
+    dir_fd = _open_dir(folder)
+    try:
+        partial = f".{os.path.basename(path)}.{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial, dir_fd=dir_fd)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+        try:
+            os.fchown(fd, 0, gid)
+            os.fchmod(fd, mode)
+            os.write(fd, content.encode())
+        finally:
+            os.close(fd)
+        os.replace(partial, os.path.basename(path), src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def b200_install(users: Users, source: str, python: str) -> dict:
+    """Install `b200` from the shop's copy under `source` (the folder holding provisioning/): its modules under
+    /var/lib/b200/tool, the wrapper on the PATH and the login banner. Idempotent."""
+    if not re.match(r"^[A-Za-z0-9_./+-]{1,255}$", python):
+        raise Failed(f"--python {python!r} is not a plain path")
+    tool = users.path(f"{B200_DIR}/tool")
+    package = os.path.join(source, "provisioning")
+    names = ["__init__.py", "node_tools/__init__.py"]
+    names += sorted(f"node_tools/{name}" for name in os.listdir(os.path.join(package, "node_tools"))
+                    if re.match(r"^b200\w*\.py$", name))  # fmt: skip
+    # `b200 verify` runs the hand-over's preflight (its quick part): the package goes beside it
+    for folder, _dirs, files in os.walk(os.path.join(package, "preflight")):
+        names += sorted(os.path.relpath(os.path.join(folder, name), package) for name in files if name.endswith(".py"))
+    if "node_tools/b200.py" not in names:
+        raise Failed(f"{package}/node_tools holds no b200.py")
+    for name in names:
+        with open(os.path.join(package, name), encoding="utf-8") as handle:
+            _root_file(os.path.join(tool, "provisioning", name), handle.read(), 0o644)
+    orders = users.path(f"{B200_DIR}/orders")
+    wrapper = (
+        "#!/bin/sh\n# b200: the rental's own command (installed by the shop's access tool, removed at the end)\n"
+        f'B200_ORDER_FILE="${{B200_ORDER_FILE:-{orders}/$(id -un).json}}" PYTHONPATH="{tool}" '
+        f'exec {python} -m provisioning.node_tools.b200 "$@"\n'
+    )
+    _root_file(users.path(B200_WRAPPER), wrapper, 0o755)
+    welcome = (
+        "# The rental's welcome, for the order's account only (b200 prints nothing for any other)\n"
+        f'if [ -r "{orders}/$(id -un).json" ]; then {users.path(B200_WRAPPER)} welcome; fi\n'
+    )
+    _root_file(users.path(B200_WELCOME), welcome, 0o644)
+    return {"installed": users.path(B200_WRAPPER), "modules": len(names)}
+
+
+def order_state(users: Users, account: str, state_file: str) -> dict:
+    """The order's facts for `b200` (reference, end, data window, cards, environment...), from the shop: one JSON
+    object, root's, readable by the account's group alone."""
+    entry = users.lookup(account)
+    if entry is None or not managed(entry):
+        raise Refused(f"the account {account} is not one of this tool's")
+    with open(state_file, "rb") as handle:
+        raw = handle.read(ORDER_STATE_MAX + 1)
+    try:
+        body = json.loads(raw.decode("utf-8")) if len(raw) <= ORDER_STATE_MAX else None
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise Failed(f"{state_file} is not one JSON object of at most {ORDER_STATE_MAX} bytes")
+    path = users.path(f"{B200_DIR}/orders/{account}.json")
+    _root_file(path, json.dumps(body, sort_keys=True) + "\n", 0o640, gid=entry["gid"])
+    return {"account": account, "written": path}
+
+
+def b200_remove(users: Users, account: str) -> None:
+    """The end of the rental: the order's facts go; the command and banner too (a node has one tenant)."""
+    for path in (f"{B200_DIR}/orders/{account}.json", B200_WRAPPER, B200_WELCOME):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(users.path(path))
+    shutil.rmtree(users.path(f"{B200_DIR}/tool"), ignore_errors=True)
 
 
 # The notice before the end (issue 41): ~/.b200/notice.json for `b200 status` and the tenant's own scripts, and a
@@ -1473,9 +1564,9 @@ def sshd_check(users: Users, account: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="access.py", description="Per-order SSH access on this node.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("grant", "revoke", "show", "rekey", "grace", "sshd-check", "notice"):
+    for name in ("grant", "revoke", "show", "rekey", "grace", "sshd-check", "notice", "order-state", "b200-install"):
         command = commands.add_parser(name)
-        command.add_argument("--account", required=True, type=check_account)
+        command.add_argument("--account", required=name != "b200-install", type=check_account)
         command.add_argument("--users-prefix", default="", help="work on DIR/etc and DIR/home (test sandbox)")
         if name == "revoke":
             command.add_argument(
@@ -1485,6 +1576,11 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument(
                 "--term-seconds", type=float, default=0, help="SIGTERM first, SIGKILL after this (default: at once)"
             )
+        if name == "order-state":
+            command.add_argument("--file", required=True, help="the order's facts for b200, one JSON object")
+        if name == "b200-install":
+            command.add_argument("--source", required=True, help="the folder holding the shop's provisioning/")
+            command.add_argument("--python", default="python3", help="the Python that runs b200 (3.8+)")
         if name == "notice":
             command.add_argument("--ends-at", required=True, type=parse_expires, help="ISO 8601, with a zone")
             command.add_argument("--reason", required=True, choices=NOTICE_REASONS)
@@ -1508,6 +1604,10 @@ def main(argv: list[str] | None = None) -> int:
             report = grant(users, args.account, args.key_file, args.expires)
         elif args.command == "grace":
             report = grace(users, args.account, args.until, args.term_seconds)
+        elif args.command == "order-state":
+            report = order_state(users, args.account, args.file)
+        elif args.command == "b200-install":
+            report = b200_install(users, args.source, args.python)
         elif args.command == "notice":
             report = notice(users, args.account, args.ends_at, args.reason, args.grace_seconds)
         elif args.command == "rekey":

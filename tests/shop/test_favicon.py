@@ -3,6 +3,8 @@ where browsers used to get a 404 (issue 40)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
@@ -15,7 +17,7 @@ def test_every_shop_page_names_the_icon_and_it_exists():
 
     assert '<link rel="icon" href="/static/img/favicon.svg" type="image/svg+xml">' in page
     icon = finders.find("img/favicon.svg")
-    assert icon and open(icon, encoding="utf-8").read().startswith("<svg")
+    assert icon and Path(icon).read_text(encoding="utf-8").startswith("<svg")
 
 
 def test_favicon_ico_leads_to_the_icon_instead_of_a_404():
