@@ -74,3 +74,48 @@ def test_the_hand_over_installs_b200_whose_status_matches_the_order_and_the_end_
     with django_capture_on_commit_callbacks(execute=True):
         access_revoke(grant_id=grant.pk)
     assert not state.exists() and not (sandbox_sshd.sandbox / "usr/local/bin/b200").exists()
+
+
+def test_the_notice_before_the_end_reaches_the_tenants_home_once_per_end(
+    tmp_path, ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, customer_key,
+    django_capture_on_commit_callbacks, settings,
+):  # fmt: skip
+    from provisioning.tasks import access_notices_task
+
+    settings.END_NOTICE_MINUTES = 30
+    order = paid_order(preparation=fast_preparation)
+    prepare(client, operator, order, django_capture_on_commit_callbacks)
+    grant = AccessGrant.objects.get(order=order)
+    notice = sandbox_sshd.home(grant.account) / ".b200" / "notice.json"
+
+    # Given a rental whose end is 40 minutes away: no notice yet
+    def end_in(minutes: int) -> dt.datetime:
+        end = (timezone.now() + dt.timedelta(minutes=minutes)).replace(microsecond=0)
+        AccessGrant.objects.filter(pk=grant.pk).update(ends_at=end)
+        type(order).objects.filter(pk=order.pk).update(ends_at=end)
+        return end
+
+    end_in(40)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert access_notices_task() == 0
+    assert not notice.exists()
+
+    # When it is 25 minutes away, beat's pass gives the notice, once
+    end = end_in(25)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert access_notices_task() == 1
+        assert access_notices_task() == 0
+    body = json.loads(notice.read_text())
+    assert body["ends_at"] == end.strftime("%Y-%m-%dT%H:%M:%SZ") and body["reason"] == "end"
+    assert 1400 <= body["seconds_left"] <= 1500
+
+    # And `b200 status` shows it to the tenant
+    b200 = f"{sandbox_sshd.sandbox}/usr/local/bin/b200"
+    status = json.loads(tenant(ssh_node, grant, customer_key[0], tmp_path, f"{b200} status --json").stdout)
+    assert status["notice"] == body
+
+    # When the end moves (time credited) and comes near again, the new end is announced
+    end = end_in(20)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert access_notices_task() == 1
+    assert json.loads(notice.read_text())["ends_at"] == end.strftime("%Y-%m-%dT%H:%M:%SZ")
