@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import pgettext_lazy
 
 from config.settings.base import DEV_ALLOWED_HOSTS, DEV_MANIFEST_SIGNING_KEY, DEV_PAYMENTS_XPUB, DEV_SECRET_KEY
 
@@ -31,7 +32,7 @@ def development_values_in_use() -> list[str]:
 
 class ProjectConfig(AppConfig):
     name = "config"
-    verbose_name = "Project configuration"
+    verbose_name = pgettext_lazy("staff", "Project configuration")
 
     def ready(self) -> None:
         if settings.DEBUG:

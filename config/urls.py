@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
+from django.utils.translation import pgettext_lazy
 from drf_spectacular.views import SpectacularAPIView
 
 from config.health import healthz
@@ -20,6 +21,10 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 
 # Optional TOTP: the admin login asks for a code only from a user with a confirmed TOTPDevice.
 admin.site.login_form = OptionalOTPAuthenticationForm
+# The admin names the shop, in the staff's language (Django's default is "Django administration").
+admin.site.site_header = pgettext_lazy("staff", "B200 Pairs staff")
+admin.site.site_title = pgettext_lazy("staff", "B200 Pairs staff")
+admin.site.index_title = pgettext_lazy("staff", "Start page")
 
 urlpatterns = [
     path("admin/ledger/", admin.site.admin_view(ledger_page), name="admin_ledger"),

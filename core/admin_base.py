@@ -10,6 +10,7 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import pgettext_lazy
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -40,7 +41,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Kept in the events.")
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label=pgettext_lazy("staff", "Reason"),
+        help_text=pgettext_lazy("staff", "Kept in the events."),
+    )
 
 
 def reason_asked(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import Group, Permission
+from django.utils.translation import pgettext_lazy
 
 ROLES = {
     "reviewer": (
@@ -60,6 +61,14 @@ ROLES = {
 }
 
 
+# Each role's name as staff read it, in their language; its group keeps the English name of ROLES (the row's key).
+ROLE_TITLES = {
+    "reviewer": pgettext_lazy("staff", "Payment reviewers"),
+    "treasurer": pgettext_lazy("staff", "Treasurers"),
+    "operator": pgettext_lazy("staff", "Operators"),
+}
+
+
 def role_group(role: str) -> Group:
     """The role's group, with exactly the role's permissions (created or corrected)."""
     name, codenames = ROLES[role]
@@ -73,11 +82,12 @@ def role_group(role: str) -> Group:
 
 
 def roles_with(permission: str) -> list[str]:
-    """The names of the roles whose permissions include `permission` ("app_label.codename"), as their groups
-    are named: who can act where a person without it was refused."""
-    return [name for name, codenames in ROLES.values() if permission in codenames]
+    """The names of the roles whose permissions include `permission` ("app_label.codename"), in the reader's
+    language (ROLE_TITLES): who can act where a person without it was refused."""
+    return [str(ROLE_TITLES[role]) for role, (_name, codenames) in ROLES.items() if permission in codenames]
 
 
 def roles_in_app(app_label: str) -> list[str]:
-    """The names of the roles with any permission in the app."""
-    return [name for name, codenames in ROLES.values() if any(c.startswith(f"{app_label}.") for c in codenames)]
+    """The names of the roles with any permission in the app, in the reader's language."""
+    in_app = (role for role, (_name, codes) in ROLES.items() if any(c.startswith(f"{app_label}.") for c in codes))
+    return [str(ROLE_TITLES[role]) for role in in_app]

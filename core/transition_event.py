@@ -9,14 +9,19 @@ import datetime as dt
 
 from django.db import models, transaction
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 
 
 class TransitionEvent(models.Model):
     """Who made a change of status, when, and why; each event model adds its row and the from/to fields."""
 
-    created_at = models.DateTimeField(default=timezone.now)
-    actor = models.CharField(max_length=150, help_text="system, or the staff user's name")
-    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    actor = models.CharField(
+        max_length=150,
+        help_text=pgettext_lazy("staff", "system, or the staff user's name"),
+        verbose_name=pgettext_lazy("staff", "actor"),
+    )
+    reason = models.TextField(blank=True, verbose_name=pgettext_lazy("staff", "reason"))
 
     class Meta:
         abstract = True

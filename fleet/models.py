@@ -13,27 +13,28 @@ import posixpath
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 
 from core.transition_event import TransitionEvent
 
 
 class NodeDriver(models.TextChoices):
-    LOCAL = "local", "local (runs on this machine, development)"
-    SSH = "ssh", "ssh"
+    LOCAL = "local", pgettext_lazy("staff", "local (runs on this machine, development)")
+    SSH = "ssh", pgettext_lazy("staff", "ssh")
 
 
 class NodeState(models.TextChoices):
-    AVAILABLE = "available", "available"
-    ALLOCATED = "allocated", "allocated"
-    PREPARING = "preparing", "preparing"
-    IN_USE = "in_use", "in use"
-    MAINTENANCE = "maintenance", "maintenance"
-    FAILED = "failed", "failed"
+    AVAILABLE = "available", pgettext_lazy("staff", "available")
+    ALLOCATED = "allocated", pgettext_lazy("staff", "allocated")
+    PREPARING = "preparing", pgettext_lazy("staff", "preparing")
+    IN_USE = "in_use", pgettext_lazy("staff", "in use")
+    MAINTENANCE = "maintenance", pgettext_lazy("staff", "maintenance")
+    FAILED = "failed", pgettext_lazy("staff", "failed")
     # Access given during a preparation that did not hand over is being removed from the node.
-    REVOKING = "revoking", "revoking access"
+    REVOKING = "revoking", pgettext_lazy("staff", "revoking access")
     # Rented, and its health probe fails (unreachable, a card missing, XID, ECC, a link down): the tenant keeps
     # access while operators look; it recovers to in use, or its rental moves to a spare node.
-    DEGRADED = "degraded", "degraded (rented, failing its health probe)"
+    DEGRADED = "degraded", pgettext_lazy("staff", "degraded (rented, failing its health probe)")
 
 
 # Nodes in these states are never offered for sale.
@@ -52,51 +53,84 @@ def validate_scratch_paths(text: str) -> None:
 
 
 class Node(models.Model):
-    name = models.CharField(max_length=100, unique=True)
-    driver = models.CharField(max_length=10, choices=NodeDriver.choices, default=NodeDriver.SSH)
-    host = models.CharField(max_length=255, blank=True)
-    port = models.PositiveIntegerField(default=22)
-    user = models.CharField(max_length=64, blank=True)
-    host_key = models.TextField(blank=True, help_text="The node's SSH host public key, pinned.")
-    gpu_model = models.CharField(max_length=100, default="NVIDIA B200")
-    gpu_count = models.PositiveSmallIntegerField(default=2)
-    python = models.CharField(max_length=255, default="python3", help_text="The Python that runs the preflight.")
+    name = models.CharField(max_length=100, unique=True, verbose_name=pgettext_lazy("staff", "name"))
+    driver = models.CharField(
+        max_length=10, choices=NodeDriver.choices, default=NodeDriver.SSH, verbose_name=pgettext_lazy("staff", "driver")
+    )
+    host = models.CharField(max_length=255, blank=True, verbose_name=pgettext_lazy("staff", "host"))
+    port = models.PositiveIntegerField(default=22, verbose_name=pgettext_lazy("staff", "port"))
+    user = models.CharField(max_length=64, blank=True, verbose_name=pgettext_lazy("staff", "user"))
+    host_key = models.TextField(
+        blank=True,
+        help_text=pgettext_lazy("staff", "The node's SSH host public key, pinned."),
+        verbose_name=pgettext_lazy("staff", "host key"),
+    )
+    gpu_model = models.CharField(
+        max_length=100, default="NVIDIA B200", verbose_name=pgettext_lazy("staff", "GPU model")
+    )
+    gpu_count = models.PositiveSmallIntegerField(default=2, verbose_name=pgettext_lazy("staff", "GPU count"))
+    python = models.CharField(
+        max_length=255,
+        default="python3",
+        help_text=pgettext_lazy("staff", "The Python that runs the preflight."),
+        verbose_name=pgettext_lazy("staff", "python"),
+    )
     preflight_device = models.CharField(
-        max_length=8, choices=[("cuda", "cuda"), ("cpu", "cpu (development)")], default="cuda"
+        max_length=8,
+        choices=[("cuda", "cuda"), ("cpu", "cpu (development)")],
+        default="cuda",
+        verbose_name=pgettext_lazy("staff", "preflight device"),
     )
     thresholds = models.JSONField(
         default=dict,
         blank=True,
-        help_text="Preflight thresholds for this node (empty: the figures for its cards, see docs/provisioning.md).",
+        help_text=pgettext_lazy(
+            "staff", "Preflight thresholds for this node (empty: the figures for its cards, see docs/provisioning.md)."
+        ),
+        verbose_name=pgettext_lazy("staff", "thresholds"),
     )
     accounts_root = models.CharField(
         max_length=255,
         blank=True,
-        help_text="Empty: customer accounts are real accounts on the node. A directory: a sandboxed user database.",
+        help_text=pgettext_lazy(
+            "staff", "Empty: customer accounts are real accounts on the node. A directory: a sandboxed user database."
+        ),
+        verbose_name=pgettext_lazy("staff", "accounts root"),
     )
     access_tool = models.CharField(
         max_length=255,
         blank=True,
-        help_text=(
+        help_text=pgettext_lazy(
+            "staff",
             "Empty: the login is root and runs the access tool copied with each preparation. A path (e.g. "
             "/usr/local/sbin/b200-access): the login is not root; this shop's access tool, installed there by "
-            "root, runs with `sudo -n` under the sudo rule of docs/production.md."
+            "root, runs with `sudo -n` under the sudo rule of docs/production.md.",
         ),
+        verbose_name=pgettext_lazy("staff", "access tool"),
     )
     scratch_paths = models.TextField(
         blank=True,
         validators=[validate_scratch_paths],
-        help_text=(
+        help_text=pgettext_lazy(
+            "staff",
             "The node's scratch folders, one absolute path a line (e.g. /scratch): swept for the tenant's files at "
             "the end of each rental, besides /tmp, /var/tmp, /dev/shm and the node's other local filesystems. Its "
-            "own disks only: a folder shared with other machines is refused."
+            "own disks only: a folder shared with other machines is refused.",
         ),
+        verbose_name=pgettext_lazy("staff", "scratch paths"),
     )
-    state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.AVAILABLE)
-    state_reason = models.CharField(max_length=300, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    state = models.CharField(
+        max_length=16,
+        choices=NodeState.choices,
+        default=NodeState.AVAILABLE,
+        verbose_name=pgettext_lazy("staff", "state"),
+    )
+    state_reason = models.CharField(max_length=300, blank=True, verbose_name=pgettext_lazy("staff", "state reason"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "node")
+        verbose_name_plural = pgettext_lazy("staff", "nodes")
         app_label = "provisioning"  # its table and migrations stay with provisioning: no data moves
         ordering = ["name"]
 
@@ -110,12 +144,20 @@ class Node(models.Model):
 class NodeEvent(TransitionEvent):
     """One row per change of a node's state (who, when, from, to, why), written by node_transition."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
-    from_state = models.CharField(max_length=16, choices=NodeState.choices)
-    to_state = models.CharField(max_length=16, choices=NodeState.choices)
+    node = models.ForeignKey(
+        Node, on_delete=models.CASCADE, related_name="events", verbose_name=pgettext_lazy("staff", "node")
+    )
+    from_state = models.CharField(
+        max_length=16, choices=NodeState.choices, verbose_name=pgettext_lazy("staff", "from state")
+    )
+    to_state = models.CharField(
+        max_length=16, choices=NodeState.choices, verbose_name=pgettext_lazy("staff", "to state")
+    )
 
     class Meta(TransitionEvent.Meta):
+        verbose_name = pgettext_lazy("staff", "node event")
+        verbose_name_plural = pgettext_lazy("staff", "node events")
         app_label = "provisioning"
 
     def __str__(self) -> str:
-        return f"{self.node_id}: {self.from_state} -> {self.to_state}"
+        return f"{self.node_id}: {self.get_from_state_display()} -> {self.get_to_state_display()}"

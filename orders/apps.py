@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import pgettext_lazy
 
 
 class OrdersConfig(AppConfig):
@@ -9,7 +10,7 @@ class OrdersConfig(AppConfig):
 
     name = "orders"
     label = "shop"
-    verbose_name = "Orders"
+    verbose_name = pgettext_lazy("staff", "Orders")
 
     def ready(self) -> None:
         # the capacity cache's signals; the outbox's

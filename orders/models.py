@@ -10,7 +10,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.translation import get_language
+from django.utils.translation import get_language, pgettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from core.email_address import email_match_key_or_blank
@@ -34,7 +34,8 @@ class LotSpec(models.Model):
     memory_type = models.CharField(max_length=40, default="HBM3e")
 
     class Meta:
-        verbose_name = "lot specification"
+        verbose_name = pgettext_lazy("staff", "lot specification")
+        verbose_name_plural = pgettext_lazy("staff", "lot specifications")
 
     def __str__(self) -> str:
         return f"{self.gpus_per_lot} x {self.gpu_model}, {self.gpu_memory_gb} GB {self.memory_type} per card"
@@ -54,6 +55,8 @@ class Duration(LocalizedTextMixin, models.Model):
     active = models.BooleanField(default=True)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "duration")
+        verbose_name_plural = pgettext_lazy("staff", "durations")
         ordering = ["days"]
 
     def __str__(self) -> str:
@@ -82,6 +85,8 @@ class Preparation(LocalizedTextMixin, models.Model):
     preflight_profile = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "preparation")
+        verbose_name_plural = pgettext_lazy("staff", "preparations")
         ordering = ["position", "slug"]
 
     def __str__(self) -> str:
@@ -116,45 +121,77 @@ class HypothesisKind(models.TextChoices):
 
 
 class Order(models.Model):
-    reference = models.CharField(max_length=16, unique=True)
+    reference = models.CharField(max_length=16, unique=True, verbose_name=pgettext_lazy("staff", "reference"))
     # The secret access token is an HMAC of this nonce under SECRET_KEY (orders.orders.order_access_token):
     # a database dump alone opens no order page, and emails can still carry the link.
-    access_nonce = models.CharField(max_length=32, unique=True)
-    status = models.CharField(max_length=24, choices=OrderStatus.choices, default=OrderStatus.AWAITING_PAYMENT)
+    access_nonce = models.CharField(max_length=32, unique=True, verbose_name=pgettext_lazy("staff", "access nonce"))
+    status = models.CharField(
+        max_length=24,
+        choices=OrderStatus.choices,
+        default=OrderStatus.AWAITING_PAYMENT,
+        verbose_name=pgettext_lazy("staff", "status"),
+    )
 
-    lots = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
-    duration = models.ForeignKey(Duration, on_delete=models.PROTECT, related_name="orders")
-    preparation = models.ForeignKey(Preparation, on_delete=models.PROTECT, related_name="orders")
+    lots = models.PositiveSmallIntegerField(
+        validators=[MinValueValidator(1)], verbose_name=pgettext_lazy("staff", "lots")
+    )
+    duration = models.ForeignKey(
+        Duration, on_delete=models.PROTECT, related_name="orders", verbose_name=pgettext_lazy("staff", "duration")
+    )
+    preparation = models.ForeignKey(
+        Preparation, on_delete=models.PROTECT, related_name="orders", verbose_name=pgettext_lazy("staff", "preparation")
+    )
     # Frozen at placement: later catalog edits don't change what the customer was quoted.
-    duration_days = models.PositiveSmallIntegerField()
-    gpu_model = models.CharField(max_length=100)
-    gpus_per_lot = models.PositiveSmallIntegerField()
-    gpu_memory_gb = models.PositiveIntegerField(help_text="Per card.")
-    price_per_lot_usd = models.DecimalField(max_digits=12, decimal_places=2)
-    total_usd = models.DecimalField(max_digits=14, decimal_places=2)
+    duration_days = models.PositiveSmallIntegerField(verbose_name=pgettext_lazy("staff", "duration days"))
+    gpu_model = models.CharField(max_length=100, verbose_name=pgettext_lazy("staff", "GPU model"))
+    gpus_per_lot = models.PositiveSmallIntegerField(verbose_name=pgettext_lazy("staff", "GPUs per lot"))
+    gpu_memory_gb = models.PositiveIntegerField(
+        help_text=pgettext_lazy("staff", "Per card."), verbose_name=pgettext_lazy("staff", "GPU memory (GB)")
+    )
+    price_per_lot_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, verbose_name=pgettext_lazy("staff", "price per lot USD")
+    )
+    total_usd = models.DecimalField(max_digits=14, decimal_places=2, verbose_name=pgettext_lazy("staff", "total USD"))
 
-    first_name = models.CharField(max_length=100)
-    last_name = models.CharField(max_length=150)
-    email = models.EmailField()  # normalised (core.email_address): where the emails go
+    first_name = models.CharField(max_length=100, verbose_name=pgettext_lazy("staff", "first name"))
+    last_name = models.CharField(max_length=150, verbose_name=pgettext_lazy("staff", "last name"))
+    email = models.EmailField(
+        verbose_name=pgettext_lazy("staff", "email")
+    )  # normalised (core.email_address): where the emails go
     # "The same address" as "Find my order" and the admin's search compare it (core.email_address.email_match_key),
     # kept by save(); "" for an address the rules refuse (an order from before them, an erased one): never matched.
-    email_key = models.CharField(max_length=254, db_index=True, editable=False, default="")
-    ssh_public_key = models.TextField()
-    ssh_key_fingerprint = models.CharField(max_length=100)
-    hypothesis_kind = models.CharField(max_length=20, choices=HypothesisKind.choices, blank=True)
-    hypothesis_text = models.TextField(blank=True)
-    language = models.CharField(max_length=8, choices=settings.LANGUAGES, default="en")
-    terms_accepted_at = models.DateTimeField()
+    email_key = models.CharField(
+        max_length=254, db_index=True, editable=False, default="", verbose_name=pgettext_lazy("staff", "email key")
+    )
+    ssh_public_key = models.TextField(verbose_name=pgettext_lazy("staff", "SSH public key"))
+    ssh_key_fingerprint = models.CharField(max_length=100, verbose_name=pgettext_lazy("staff", "SSH key fingerprint"))
+    hypothesis_kind = models.CharField(
+        max_length=20,
+        choices=HypothesisKind.choices,
+        blank=True,
+        verbose_name=pgettext_lazy("staff", "hypothesis kind"),
+    )
+    hypothesis_text = models.TextField(blank=True, verbose_name=pgettext_lazy("staff", "hypothesis text"))
+    language = models.CharField(
+        max_length=8, choices=settings.LANGUAGES, default="en", verbose_name=pgettext_lazy("staff", "language")
+    )
+    terms_accepted_at = models.DateTimeField(verbose_name=pgettext_lazy("staff", "terms accepted at"))
     # Set once staff erased the contact data on the customer's request (shop.personal_data).
-    personal_data_erased_at = models.DateTimeField(null=True, blank=True)
+    personal_data_erased_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=pgettext_lazy("staff", "personal data erased at")
+    )
 
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(
+        default=timezone.now, db_index=True, verbose_name=pgettext_lazy("staff", "created at")
+    )
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=pgettext_lazy("staff", "updated at"))
     # The rental clock starts when access works, not at payment.
-    active_since = models.DateTimeField(null=True, blank=True)
-    ends_at = models.DateTimeField(null=True, blank=True)
+    active_since = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "active since"))
+    ends_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "ends at"))
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "order")
+        verbose_name_plural = pgettext_lazy("staff", "orders")
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "created_at"]),
@@ -224,19 +261,31 @@ FIRST_PAYMENT_JOINED = "first_payment"
 class OrderEvent(models.Model):
     """One row per change of an order's status (who, when, from, to, why)."""
 
-    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="events")
-    created_at = models.DateTimeField(default=timezone.now)
-    from_status = models.CharField(max_length=24, choices=OrderStatus.choices, blank=True)
-    to_status = models.CharField(max_length=24, choices=OrderStatus.choices)
-    actor = models.CharField(max_length=150, help_text="customer, system, or the staff user's name")
-    reason = models.TextField(blank=True)
+    order = models.ForeignKey(
+        Order, on_delete=models.CASCADE, related_name="events", verbose_name=pgettext_lazy("staff", "order")
+    )
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    from_status = models.CharField(
+        max_length=24, choices=OrderStatus.choices, blank=True, verbose_name=pgettext_lazy("staff", "from status")
+    )
+    to_status = models.CharField(
+        max_length=24, choices=OrderStatus.choices, verbose_name=pgettext_lazy("staff", "to status")
+    )
+    actor = models.CharField(
+        max_length=150,
+        help_text=pgettext_lazy("staff", "customer, system, or the staff user's name"),
+        verbose_name=pgettext_lazy("staff", "actor"),
+    )
+    reason = models.TextField(blank=True, verbose_name=pgettext_lazy("staff", "reason"))
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "order event")
+        verbose_name_plural = pgettext_lazy("staff", "order events")
         ordering = ["created_at", "pk"]
         indexes = [models.Index(fields=["-created_at", "-id"], name="order_event_newest")]  # the admin's list
 
     def __str__(self) -> str:
-        return f"{self.order_id}: {self.from_status or '-'} -> {self.to_status}"
+        return f"{self.order_id}: {self.get_from_status_display() or '-'} -> {self.get_to_status_display()}"
 
 
 class ReservationQuerySet(models.QuerySet):
@@ -248,16 +297,25 @@ class ReservationQuerySet(models.QuerySet):
 class Reservation(models.Model):
     """A node (one lot) held for an order; held until `expires_at`, or until released when null."""
 
-    order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="reservations")
-    node = models.ForeignKey("provisioning.Node", on_delete=models.PROTECT, related_name="reservations")
-    created_at = models.DateTimeField(default=timezone.now)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    released_at = models.DateTimeField(null=True, blank=True)
-    release_reason = models.CharField(max_length=200, blank=True)
+    order = models.ForeignKey(
+        Order, on_delete=models.CASCADE, related_name="reservations", verbose_name=pgettext_lazy("staff", "order")
+    )
+    node = models.ForeignKey(
+        "provisioning.Node",
+        on_delete=models.PROTECT,
+        related_name="reservations",
+        verbose_name=pgettext_lazy("staff", "node"),
+    )
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    expires_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "expires at"))
+    released_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "released at"))
+    release_reason = models.CharField(max_length=200, blank=True, verbose_name=pgettext_lazy("staff", "release reason"))
 
     objects = ReservationQuerySet.as_manager()
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "reservation")
+        verbose_name_plural = pgettext_lazy("staff", "reservations")
         constraints = [
             # The database refuses a second live hold on a node, whatever the application does.
             models.UniqueConstraint(
@@ -266,7 +324,7 @@ class Reservation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.node_id} for {self.order_id}"
+        return pgettext("staff", "%(node)s for %(order)s") % {"node": self.node_id, "order": self.order_id}
 
 
 def order_total_usd(*, lots: int, price_per_lot_usd: Decimal) -> Decimal:
@@ -289,6 +347,8 @@ class OutgoingEmail(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "outgoing email")
+        verbose_name_plural = pgettext_lazy("staff", "outgoing emails")
         ordering = ["created_at", "pk"]
         indexes = [models.Index(fields=["sent_at", "created_at"], name="outgoing_email_due")]
 
@@ -311,20 +371,33 @@ EXTENSION_OPEN_STATUSES = (ExtensionStatus.AWAITING_PAYMENT, ExtensionStatus.PAY
 class Extension(models.Model):
     """More days for an active rental, bought with a payment request of its own (its `payment`)."""
 
-    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="extensions")
-    status = models.CharField(max_length=24, choices=ExtensionStatus.choices, default=ExtensionStatus.AWAITING_PAYMENT)
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="extensions", verbose_name=pgettext_lazy("staff", "order")
+    )
+    status = models.CharField(
+        max_length=24,
+        choices=ExtensionStatus.choices,
+        default=ExtensionStatus.AWAITING_PAYMENT,
+        verbose_name=pgettext_lazy("staff", "status"),
+    )
     # Frozen when opened, from the catalog: later edits don't change what the customer was quoted.
-    duration_days = models.PositiveSmallIntegerField()
-    price_per_lot_usd = models.DecimalField(max_digits=12, decimal_places=2)
-    lots = models.PositiveSmallIntegerField(validators=[MinValueValidator(1)])
-    total_usd = models.DecimalField(max_digits=14, decimal_places=2)
-    created_at = models.DateTimeField(default=timezone.now)
-    applied_at = models.DateTimeField(null=True, blank=True)
+    duration_days = models.PositiveSmallIntegerField(verbose_name=pgettext_lazy("staff", "duration days"))
+    price_per_lot_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, verbose_name=pgettext_lazy("staff", "price per lot USD")
+    )
+    lots = models.PositiveSmallIntegerField(
+        validators=[MinValueValidator(1)], verbose_name=pgettext_lazy("staff", "lots")
+    )
+    total_usd = models.DecimalField(max_digits=14, decimal_places=2, verbose_name=pgettext_lazy("staff", "total USD"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    applied_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "applied at"))
     # The rental's end before and after this extension moved it (set when applied).
-    ends_at_before = models.DateTimeField(null=True, blank=True)
-    ends_at_after = models.DateTimeField(null=True, blank=True)
+    ends_at_before = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "ends at before"))
+    ends_at_after = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "ends at after"))
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "extension")
+        verbose_name_plural = pgettext_lazy("staff", "extensions")
         ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:
@@ -334,12 +407,22 @@ class Extension(models.Model):
 class ExtensionEvent(TransitionEvent):
     """One row per change of an extension's status (who, when, from, to, why)."""
 
-    extension = models.ForeignKey(Extension, on_delete=models.CASCADE, related_name="events")
-    from_status = models.CharField(max_length=24, choices=ExtensionStatus.choices, blank=True)
-    to_status = models.CharField(max_length=24, choices=ExtensionStatus.choices)
+    extension = models.ForeignKey(
+        Extension, on_delete=models.CASCADE, related_name="events", verbose_name=pgettext_lazy("staff", "extension")
+    )
+    from_status = models.CharField(
+        max_length=24, choices=ExtensionStatus.choices, blank=True, verbose_name=pgettext_lazy("staff", "from status")
+    )
+    to_status = models.CharField(
+        max_length=24, choices=ExtensionStatus.choices, verbose_name=pgettext_lazy("staff", "to status")
+    )
+
+    class Meta(TransitionEvent.Meta):
+        verbose_name = pgettext_lazy("staff", "extension event")
+        verbose_name_plural = pgettext_lazy("staff", "extension events")
 
     def __str__(self) -> str:
-        return f"{self.extension_id}: {self.from_status or '-'} -> {self.to_status}"
+        return f"{self.extension_id}: {self.get_from_status_display() or '-'} -> {self.get_to_status_display()}"
 
 
 class CreditKind(models.TextChoices):
@@ -352,22 +435,38 @@ class RentalCredit(models.Model):
     by `seconds` in the same transaction (orders.credits). Downtime credits are capped per rental by
     DOWNTIME_CREDIT_CAP_HOURS; `asked_seconds` is the downtime measured before the cap."""
 
-    order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="credits")
-    kind = models.CharField(max_length=10, choices=CreditKind.choices)
-    seconds = models.IntegerField(help_text="Added to the end (negative: removed).")
-    asked_seconds = models.IntegerField(default=0, help_text="The downtime measured, before the cap.")
-    node = models.ForeignKey(
-        "provisioning.Node", on_delete=models.PROTECT, null=True, blank=True, related_name="rental_credits"
+    order = models.ForeignKey(
+        Order, on_delete=models.PROTECT, related_name="credits", verbose_name=pgettext_lazy("staff", "order")
     )
-    down_from = models.DateTimeField(null=True, blank=True)
-    down_until = models.DateTimeField(null=True, blank=True)
-    reason = models.TextField()
-    actor = models.CharField(max_length=150)
-    created_at = models.DateTimeField(default=timezone.now)
-    ends_at_before = models.DateTimeField(null=True, blank=True)
-    ends_at_after = models.DateTimeField(null=True, blank=True)
+    kind = models.CharField(max_length=10, choices=CreditKind.choices, verbose_name=pgettext_lazy("staff", "kind"))
+    seconds = models.IntegerField(
+        help_text=pgettext_lazy("staff", "Added to the end (negative: removed)."),
+        verbose_name=pgettext_lazy("staff", "seconds"),
+    )
+    asked_seconds = models.IntegerField(
+        default=0,
+        help_text=pgettext_lazy("staff", "The downtime measured, before the cap."),
+        verbose_name=pgettext_lazy("staff", "asked seconds"),
+    )
+    node = models.ForeignKey(
+        "provisioning.Node",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="rental_credits",
+        verbose_name=pgettext_lazy("staff", "node"),
+    )
+    down_from = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "down from"))
+    down_until = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "down until"))
+    reason = models.TextField(verbose_name=pgettext_lazy("staff", "reason"))
+    actor = models.CharField(max_length=150, verbose_name=pgettext_lazy("staff", "actor"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    ends_at_before = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "ends at before"))
+    ends_at_after = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "ends at after"))
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "rental credit")
+        verbose_name_plural = pgettext_lazy("staff", "rental credits")
         ordering = ["created_at", "pk"]
         constraints = [
             # One downtime credit per episode of a node: a probe or task run twice credits it once.
@@ -398,6 +497,8 @@ class SshKeyChange(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "SSH key change")
+        verbose_name_plural = pgettext_lazy("staff", "SSH key changes")
         ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:

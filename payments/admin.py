@@ -12,10 +12,11 @@ from django.shortcuts import get_object_or_404
 from django.urls import URLPattern, path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import pgettext, pgettext_lazy
 from django.views.decorators.http import require_POST
 
 from core.admin_base import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, details_asked, reason_asked
+from core.roles import ROLE_TITLES
 from payments.amount_text import (
     credit_units_text,
     due_text,
@@ -47,8 +48,6 @@ from payments.review import (
     payment_review_decide,
     payments_in_review,
 )
-
-REVIEWERS = "payment reviewers"
 
 
 class AssetInline(admin.TabularInline):
@@ -150,11 +149,11 @@ class PaymentEventInline(ReadOnlyInline):
 class NeedsReviewFilter(admin.SimpleListFilter):
     """The reviewer's list: payments whose order or extension waits for a decision."""
 
-    title = "needs review"
+    title = pgettext_lazy("staff", "needs review")
     parameter_name = "review"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("waiting", "Waiting for a reviewer")]
+        return [("waiting", pgettext("staff", "Waiting for a reviewer"))]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> QuerySet[PaymentRequest]:
         if self.value() == "waiting":
@@ -262,7 +261,7 @@ class PaymentRequestAdmin(admin.ModelAdmin):
                 "decisions": decisions_offered(payment) if self.has_review_permission(request) else [],
                 "may_review": self.has_review_permission(request),
                 "decide_url": reverse("admin:payments_paymentrequest_decide", args=[payment.pk]),
-                "reviewers": REVIEWERS,
+                "reviewers": ROLE_TITLES["reviewer"],
             }
         return super().change_view(request, object_id, form_url, context)
 
@@ -285,8 +284,11 @@ class PaymentRequestAdmin(admin.ModelAdmin):
         except ReviewError as exc:
             self.message_user(request, f"{payment.order}: {exc}", messages.ERROR)
         else:
-            done = "accepted: the order is paid" if decision == Decision.ACCEPT else "rejected"
-            self.message_user(request, f"{payment.order}: payment {done}", messages.SUCCESS)
+            if decision == Decision.ACCEPT:
+                done = pgettext("staff", "%(order)s: payment accepted: the order is paid")
+            else:
+                done = pgettext("staff", "%(order)s: payment rejected")
+            self.message_user(request, done % {"order": payment.order}, messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:payments_paymentrequest_change", args=[payment.pk]))
 
     def _decide(
@@ -309,39 +311,42 @@ class PaymentRequestAdmin(admin.ModelAdmin):
             except ReviewError as exc:
                 self.message_user(request, f"{payment.order}: {exc}", messages.WARNING)
             else:
-                self.message_user(request, f"{payment.order}: {title.lower()} recorded")
+                recorded = pgettext("staff", "%(order)s: %(decision)s recorded")
+                self.message_user(request, recorded % {"order": payment.order, "decision": title.lower()})
         return None
 
     @admin.action(description=pgettext_lazy("staff", "Accept the payment (the order is paid)"), permissions=["review"])
     def accept(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
-        return self._decide(request, queryset, Decision.ACCEPT, "Accept payment")
+        return self._decide(request, queryset, Decision.ACCEPT, pgettext("staff", "Accept payment"))
 
     @admin.action(
         description=pgettext_lazy("staff", "Reject the payment (the order is cancelled, funds to refund)"),
         permissions=["review"],
     )
     def reject(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
-        return self._decide(request, queryset, Decision.REJECT, "Reject payment")
+        return self._decide(request, queryset, Decision.REJECT, pgettext("staff", "Reject payment"))
 
     @admin.action(description=pgettext_lazy("staff", "Mark for refund"), permissions=["review"])
     def mark_for_refund(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
-        return self._decide(request, queryset, Decision.REFUND, "Mark for refund")
+        return self._decide(request, queryset, Decision.REFUND, pgettext("staff", "Mark for refund"))
 
     @admin.action(
         description=pgettext_lazy("staff", "Open a goodwill refund (in the payment's asset)"), permissions=["review"]
     )
     def goodwill_refund(self, request: HttpRequest, queryset: QuerySet[PaymentRequest]) -> HttpResponse | None:
-        items = [f"{payment.order}: {payment.asset.symbol} on {payment.asset.network.name}" for payment in queryset]
+        items = [f"{payment.order}: {payment.asset}" for payment in queryset]
         form_class = type("GoodwillFormFor", (GoodwillForm,), {"payments": list(queryset)})
-        answers, page = details_asked(
-            self, request, queryset, title="Goodwill refund", items=items, form_class=form_class
-        )
+        title = pgettext("staff", "Goodwill refund")
+        answers, page = details_asked(self, request, queryset, title=title, items=items, form_class=form_class)
         if answers is None:
             return page
         for payment in queryset:
             units = answers["amount"].scaleb(payment.decimals)
             if units != units.to_integral_value():
-                warning = f"{payment.order}: more decimals than {payment.asset.symbol} has"
+                warning = pgettext("staff", "%(order)s: more decimals than %(symbol)s has") % {
+                    "order": payment.order,
+                    "symbol": payment.asset.symbol,
+                }
                 self.message_user(request, warning, messages.WARNING)
                 continue
             try:
@@ -354,13 +359,18 @@ class PaymentRequestAdmin(admin.ModelAdmin):
             except ValueError as exc:  # more than the address has left to give
                 self.message_user(request, f"{payment.order}: {exc}", messages.WARNING)
                 continue
-            self.message_user(request, f"{payment.order}: goodwill refund {refund.pk} opened")
+            opened = pgettext("staff", "%(order)s: goodwill refund %(refund)s opened")
+            self.message_user(request, opened % {"order": payment.order, "refund": refund.pk})
         return None
 
 
 class GoodwillForm(forms.Form):
-    amount = forms.DecimalField(min_value=Decimal("0.000000000000000001"), help_text="in whole units of the asset")
-    reason = forms.CharField(widget=forms.Textarea, max_length=2000)
+    amount = forms.DecimalField(
+        min_value=Decimal("0.000000000000000001"),
+        label=pgettext_lazy("staff", "Amount"),
+        help_text=pgettext_lazy("staff", "in whole units of the asset"),
+    )
+    reason = forms.CharField(widget=forms.Textarea, max_length=2000, label=pgettext_lazy("staff", "Reason"))
     payments: list[PaymentRequest] = []
 
     def clean_amount(self) -> Decimal:
@@ -434,7 +444,11 @@ class RefundAdmin(admin.ModelAdmin):
     def _decide(
         self, request: HttpRequest, queryset: QuerySet[Refund], *, approve: bool, title: str
     ) -> HttpResponse | None:
-        items = [f"{r.payment.order.reference}: {refund_units_text(r)} to {r.to_address or '-'}" for r in queryset]
+        to = pgettext("staff", "%(order)s: %(amount)s to %(address)s")
+        items = [
+            to % {"order": r.payment.order.reference, "amount": refund_units_text(r), "address": r.to_address or "-"}
+            for r in queryset
+        ]
         # An approval carries, per refund, the address this page showed: one changed since is not approved.
         form_class = approval_form(queryset) if approve else ReasonForm
         answers, page = details_asked(self, request, queryset, title=title, items=items, form_class=form_class)
@@ -451,9 +465,11 @@ class RefundAdmin(admin.ModelAdmin):
                     to_address=seen,
                 )
             except RefundDecisionError as exc:
-                self.message_user(request, f"refund {refund.pk}: {exc}", messages.WARNING)
+                refused = pgettext("staff", "refund %(refund)s: %(error)s")
+                self.message_user(request, refused % {"refund": refund.pk, "error": exc}, messages.WARNING)
             else:
-                self.message_user(request, f"refund {refund.pk}: {title.lower()} recorded")
+                recorded = pgettext("staff", "refund %(refund)s: %(decision)s recorded")
+                self.message_user(request, recorded % {"refund": refund.pk, "decision": title.lower()})
         return None
 
     @admin.action(
@@ -461,11 +477,11 @@ class RefundAdmin(admin.ModelAdmin):
         permissions=["review"],
     )
     def approve(self, request: HttpRequest, queryset: QuerySet[Refund]) -> HttpResponse | None:
-        return self._decide(request, queryset, approve=True, title="Approve refund")
+        return self._decide(request, queryset, approve=True, title=pgettext("staff", "Approve refund"))
 
     @admin.action(description=pgettext_lazy("staff", "Reject the refund"), permissions=["review"])
     def reject(self, request: HttpRequest, queryset: QuerySet[Refund]) -> HttpResponse | None:
-        return self._decide(request, queryset, approve=False, title="Reject refund")
+        return self._decide(request, queryset, approve=False, title=pgettext("staff", "Reject refund"))
 
 
 class OutflowAdmin(admin.ModelAdmin):

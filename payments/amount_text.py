@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from django.db.models import Model, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce, Lower
+from django.utils.translation import pgettext
 
 from core.amounts import units_text
 from payments.models import Asset, Credit, PaymentRequest, Refund
@@ -16,7 +17,8 @@ M = TypeVar("M", bound=Model)
 
 
 def unknown_token_text(base_units: int, contract: str) -> str:
-    return f"{int(base_units)} base units of token {contract or '(coin)'}"
+    words = pgettext("staff", "%(base_units)s base units of token %(contract)s")
+    return words % {"base_units": int(base_units), "contract": contract or pgettext("staff", "(coin)")}
 
 
 def payment_units_text(payment: PaymentRequest, base_units: Any) -> str:
@@ -75,8 +77,8 @@ def due_text(entries: list[dict[str, Any]]) -> str:
     parts = []
     for entry in entries:
         if entry["decimals"] is None:
-            parts.append(f"{unknown_token_text(int(entry['base_units']), entry['contract'])} on {entry['network']}")
+            amount = unknown_token_text(int(entry["base_units"]), entry["contract"])
         else:
             amount = units_text(int(entry["base_units"]), entry["decimals"], entry["asset"] or "")
-            parts.append(f"{amount} on {entry['network']}")
-    return ", ".join(parts) or "nothing"
+        parts.append(pgettext("staff", "%(amount)s on %(network)s") % {"amount": amount, "network": entry["network"]})
+    return ", ".join(parts) or pgettext("staff", "nothing")

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Min, QuerySet, Sum
+from django.utils.translation import pgettext, pgettext_lazy
 
 from core.amounts import units_text
 from payments.fields import format_units
@@ -121,6 +122,19 @@ def _outflow_row(row: dict[str, Any], kind: str, assets: dict[tuple[int, str], A
 
 
 KINDS = ("credit", "gas", "refund", "sweep", "unexpected_outflow")
+# Each kind as the ledger page names it, in the reader's language (the CSV and the filter keep the kind itself).
+KIND_LABELS = {
+    "credit": pgettext_lazy("staff", "credit"),
+    "gas": pgettext_lazy("staff", "gas top-up"),
+    "refund": pgettext_lazy("staff", "refund"),
+    "sweep": pgettext_lazy("staff", "sweep"),
+    "unexpected_outflow": pgettext_lazy("staff", "unexpected outflow"),
+    "net": pgettext_lazy("staff", "net"),
+}
+
+
+def kind_label(kind: str) -> str:
+    return str(KIND_LABELS.get(kind, kind))
 
 
 def _assets_by_contract() -> dict[tuple[int, str], Asset]:
@@ -241,8 +255,12 @@ class Total:
     @property
     def amount(self) -> str:
         if self.decimals is None:
-            return f"{self.base_units} base units"
+            return pgettext("staff", "%(base_units)s base units") % {"base_units": self.base_units}
         return units_text(self.base_units, self.decimals, self.asset)
+
+    @property
+    def kind_label(self) -> str:
+        return kind_label(self.kind)
 
 
 def _totals(parts: Iterable[tuple[dict[str, Any], int, int]]) -> list[Total]:
@@ -304,7 +322,8 @@ def ledger_totals_in_database(
 def amount_shown(row: dict[str, Any]) -> str:
     """A row's amount on the page: signed (out is negative), in units with its symbol."""
     if row["decimals"] is None:
-        return f"{row['amount_base_units']} base units of token {row['contract']}"
+        words = pgettext("staff", "%(base_units)s base units of token %(contract)s")
+        return words % {"base_units": row["amount_base_units"], "contract": row["contract"]}
     return units_text(int(row["amount_base_units"]), row["decimals"], row["asset"])
 
 

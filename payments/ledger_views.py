@@ -12,8 +12,9 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.translation import pgettext
 
-from payments.ledger import KINDS, amount_shown, ledger_movements, ledger_totals_in_database
+from payments.ledger import KINDS, amount_shown, kind_label, ledger_movements, ledger_totals_in_database
 from payments.models import Network
 
 PER_PAGE = 200
@@ -59,14 +60,14 @@ def ledger_page(request: HttpRequest) -> HttpResponse:
     rows = _Movements(filters, count=sum(total.count for total in totals if total.kind != "net"))
     page: Page[dict[str, Any]] = Paginator(rows, PER_PAGE).get_page(request.GET.get("page"))  # type: ignore[arg-type]
     for row in page.object_list:
-        row["amount_shown"] = amount_shown(row)
+        row["amount_shown"], row["kind_shown"] = amount_shown(row), kind_label(row["kind"])
     context = {
         **admin.site.each_context(request),
-        "title": "Ledger",
+        "title": pgettext("staff", "Ledger"),
         "rows": page.object_list,
         "totals": totals,
         "page": page,
-        "kinds": KINDS,
+        "kinds": [(kind, kind_label(kind)) for kind in KINDS],
         "networks": Network.objects.order_by("position").values_list("slug", flat=True),
         "chosen": {"from": start, "to": end, "kind": kind, "network": network},
         "csv_query": query.urlencode(),

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext, pgettext_lazy
 
 from core.amounts import units_text
 from core.transition_event import TransitionEvent
@@ -26,32 +27,60 @@ class Finality(models.TextChoices):
 
 
 class Network(models.Model):
-    slug = models.SlugField(unique=True, help_text="CHAIN_RPC_URLS_<SLUG> configures its RPC URLs.")
-    name = models.CharField(max_length=100)
-    chain_id = models.PositiveBigIntegerField(unique=True)
+    slug = models.SlugField(
+        unique=True,
+        help_text=pgettext_lazy("staff", "CHAIN_RPC_URLS_<SLUG> configures its RPC URLs."),
+        verbose_name=pgettext_lazy("staff", "slug"),
+    )
+    name = models.CharField(max_length=100, verbose_name=pgettext_lazy("staff", "name"))
+    chain_id = models.PositiveBigIntegerField(unique=True, verbose_name=pgettext_lazy("staff", "chain ID"))
     finality = models.CharField(
         max_length=16,
         choices=Finality.choices,
         default=Finality.FINALIZED,
-        help_text="blocks:N counts confirmations_required blocks; safe and finalized wait for the node's tag.",
+        help_text=pgettext_lazy(
+            "staff", "blocks:N counts confirmations_required blocks; safe and finalized wait for the node's tag."
+        ),
+        verbose_name=pgettext_lazy("staff", "finality"),
     )
     confirmations_required = models.PositiveSmallIntegerField(
-        default=12, help_text="N of blocks:N; with every rule, how many recent blocks each pass reads again."
+        default=12,
+        help_text=pgettext_lazy(
+            "staff", "N of blocks:N; with every rule, how many recent blocks each pass reads again."
+        ),
+        verbose_name=pgettext_lazy("staff", "confirmations required"),
     )
     finality_wait_seconds = models.PositiveIntegerField(
-        default=900, help_text="About how long a transfer takes to become final: shown to the customer."
+        default=900,
+        help_text=pgettext_lazy("staff", "About how long a transfer takes to become final: shown to the customer."),
+        verbose_name=pgettext_lazy("staff", "finality wait seconds"),
     )
     explorer_tx_url = models.CharField(
-        max_length=200, blank=True, help_text="With {tx} where the transaction hash goes."
+        max_length=200,
+        blank=True,
+        help_text=pgettext_lazy("staff", "With {tx} where the transaction hash goes."),
+        verbose_name=pgettext_lazy("staff", "explorer transaction URL"),
     )
-    is_development = models.BooleanField(default=False, help_text="A local chain for development and demos.")
-    enabled = models.BooleanField(default=True)
-    position = models.PositiveSmallIntegerField(default=0)
+    is_development = models.BooleanField(
+        default=False,
+        help_text=pgettext_lazy("staff", "A local chain for development and demos."),
+        verbose_name=pgettext_lazy("staff", "is development"),
+    )
+    enabled = models.BooleanField(default=True, verbose_name=pgettext_lazy("staff", "enabled"))
+    position = models.PositiveSmallIntegerField(default=0, verbose_name=pgettext_lazy("staff", "position"))
     # Verification policy, as data.
     max_head_age_seconds = models.PositiveIntegerField(
-        default=180, help_text="A head older than this counts as down (0: no check, for a chain idle between txs)."
+        default=180,
+        help_text=pgettext_lazy(
+            "staff", "A head older than this counts as down (0: no check, for a chain idle between txs)."
+        ),
+        verbose_name=pgettext_lazy("staff", "max head age seconds"),
     )
-    max_block_range = models.PositiveIntegerField(default=1000, help_text="Blocks per eth_getLogs call.")
+    max_block_range = models.PositiveIntegerField(
+        default=1000,
+        help_text=pgettext_lazy("staff", "Blocks per eth_getLogs call."),
+        verbose_name=pgettext_lazy("staff", "max block range"),
+    )
     # An L2's Chainlink sequencer uptime feed: while the sequencer is down (or just back), the L2's price feeds
     # are not updated however fresh they look, so none of them prices a quote (payments.price_feeds).
     sequencer_uptime_feed = models.CharField(
@@ -59,24 +88,43 @@ class Network(models.Model):
         blank=True,
         default="",
         validators=[address_validator],
-        help_text="L2 only: Chainlink's sequencer uptime feed; empty on an L1 or where there is none.",
+        help_text=pgettext_lazy(
+            "staff", "L2 only: Chainlink's sequencer uptime feed; empty on an L1 or where there is none."
+        ),
+        verbose_name=pgettext_lazy("staff", "sequencer uptime feed"),
     )
     # The verifier's health, written by each scan pass; a network known to be down is not offered.
-    rpc_ok = models.BooleanField(null=True, blank=True, help_text="Unknown until the first scan pass.")
-    rpc_checked_at = models.DateTimeField(null=True, blank=True)
-    rpc_error = models.CharField(max_length=300, blank=True)
-    head_block = models.PositiveBigIntegerField(null=True, blank=True)
+    rpc_ok = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text=pgettext_lazy("staff", "Unknown until the first scan pass."),
+        verbose_name=pgettext_lazy("staff", "RPC ok"),
+    )
+    rpc_checked_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "RPC checked at"))
+    rpc_error = models.CharField(max_length=300, blank=True, verbose_name=pgettext_lazy("staff", "RPC error"))
+    head_block = models.PositiveBigIntegerField(
+        null=True, blank=True, verbose_name=pgettext_lazy("staff", "head block")
+    )
     # Failed contacts with the RPC since the network was added: /metrics' payments_rpc_errors_total, counted in
     # the row (not in one process's memory) so that every worker's failures add up and survive a restart.
-    rpc_errors = models.PositiveBigIntegerField(default=0, editable=False)
+    rpc_errors = models.PositiveBigIntegerField(
+        default=0, editable=False, verbose_name=pgettext_lazy("staff", "RPC errors")
+    )
     scan_lag_budget_blocks = models.PositiveIntegerField(
         default=100,
-        help_text="How far the scan may fall behind the head (about five minutes of blocks) before an alert fires.",
+        help_text=pgettext_lazy(
+            "staff", "How far the scan may fall behind the head (about five minutes of blocks) before an alert fires."
+        ),
+        verbose_name=pgettext_lazy("staff", "scan lag budget blocks"),
     )
     # A claim on the network's scan, so that two workers never scan it at once.
-    scan_lease_until = models.DateTimeField(null=True, blank=True)
+    scan_lease_until = models.DateTimeField(
+        null=True, blank=True, verbose_name=pgettext_lazy("staff", "scan lease until")
+    )
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "network")
+        verbose_name_plural = pgettext_lazy("staff", "networks")
         ordering = ["position", "name"]
 
     def __str__(self) -> str:
@@ -94,28 +142,45 @@ class Network(models.Model):
 
 
 class Asset(models.Model):
-    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="assets")
-    symbol = models.CharField(max_length=12)
-    name = models.CharField(max_length=60)
-    decimals = models.PositiveSmallIntegerField(validators=[MaxValueValidator(36)])
+    network = models.ForeignKey(
+        Network, on_delete=models.PROTECT, related_name="assets", verbose_name=pgettext_lazy("staff", "network")
+    )
+    symbol = models.CharField(max_length=12, verbose_name=pgettext_lazy("staff", "symbol"))
+    name = models.CharField(max_length=60, verbose_name=pgettext_lazy("staff", "name"))
+    decimals = models.PositiveSmallIntegerField(
+        validators=[MaxValueValidator(36)], verbose_name=pgettext_lazy("staff", "decimals")
+    )
     # Null (not blank) for the native coin, so the "one native coin per network" constraint can see it.
-    contract = models.CharField(max_length=42, null=True, blank=True, validators=[address_validator])  # noqa: DJ001
+    contract = models.CharField(  # noqa: DJ001
+        max_length=42,
+        null=True,
+        blank=True,
+        validators=[address_validator],
+        verbose_name=pgettext_lazy("staff", "contract"),
+    )
     # Stablecoins are priced 1:1 in USD; anything else needs a fresh Rate.
-    usd_stable = models.BooleanField(default=False)
-    enabled = models.BooleanField(default=True)
+    usd_stable = models.BooleanField(default=False, verbose_name=pgettext_lazy("staff", "USD stable"))
+    enabled = models.BooleanField(default=True, verbose_name=pgettext_lazy("staff", "enabled"))
     # A Chainlink-style USD aggregator on the asset's own network, read at quote time (payments.price_feeds).
     price_feed = models.CharField(  # noqa: DJ001 - null = no feed: staff rates only
         max_length=42,
         null=True,
         blank=True,
         validators=[address_validator],
-        help_text="USD price feed (AggregatorV3Interface) on this network; empty: staff-entered rates only.",
+        help_text=pgettext_lazy(
+            "staff", "USD price feed (AggregatorV3Interface) on this network; empty: staff-entered rates only."
+        ),
+        verbose_name=pgettext_lazy("staff", "price feed"),
     )
     price_feed_heartbeat_seconds = models.PositiveIntegerField(
-        default=3600, help_text="The feed's heartbeat: an answer older than this is refused."
+        default=3600,
+        help_text=pgettext_lazy("staff", "The feed's heartbeat: an answer older than this is refused."),
+        verbose_name=pgettext_lazy("staff", "price feed heartbeat seconds"),
     )
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "asset")
+        verbose_name_plural = pgettext_lazy("staff", "assets")
         ordering = ["network__position", "symbol"]
         constraints = [
             models.UniqueConstraint(fields=["network", "symbol"], name="one_symbol_per_network"),
@@ -125,7 +190,7 @@ class Asset(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.symbol} on {self.network.name}"
+        return pgettext("staff", "%(symbol)s on %(network)s") % {"symbol": self.symbol, "network": self.network.name}
 
     @property
     def is_native(self) -> bool:
@@ -141,11 +206,18 @@ class Rate(models.Model):
     source = models.CharField(max_length=100, blank=True)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "rate")
+        verbose_name_plural = pgettext_lazy("staff", "rates")
         ordering = ["-as_of"]
         get_latest_by = "as_of"
 
     def __str__(self) -> str:
-        return f"{self.asset}: {self.usd_per_unit} USD at {self.as_of:%Y-%m-%d %H:%M}"
+        at = f"{self.as_of:%Y-%m-%d %H:%M}"
+        return pgettext("staff", "%(asset)s: %(usd)s USD at %(at)s") % {
+            "asset": self.asset,
+            "usd": self.usd_per_unit,
+            "at": at,
+        }
 
 
 class PaymentStatus(models.TextChoices):
@@ -164,6 +236,10 @@ class AddressCursor(models.Model):
 
     key_fingerprint = models.CharField(max_length=64, unique=True)
     next_index = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = pgettext_lazy("staff", "address cursor")
+        verbose_name_plural = pgettext_lazy("staff", "address cursors")
 
     def __str__(self) -> str:
         return f"{self.key_fingerprint[:12]}: next {self.next_index}"
@@ -189,57 +265,86 @@ class PaymentRequestQuerySet(models.QuerySet):
 
 class PaymentRequest(models.Model):
     # An order has several: its first payment (`order.payment`, extension null) and one per extension.
-    order = models.ForeignKey("shop.Order", on_delete=models.PROTECT, related_name="payments")
-    extension = models.OneToOneField(
-        "shop.Extension", on_delete=models.PROTECT, null=True, blank=True, related_name="payment"
+    order = models.ForeignKey(
+        "shop.Order", on_delete=models.PROTECT, related_name="payments", verbose_name=pgettext_lazy("staff", "order")
     )
-    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="payment_requests")
+    extension = models.OneToOneField(
+        "shop.Extension",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="payment",
+        verbose_name=pgettext_lazy("staff", "extension"),
+    )
+    asset = models.ForeignKey(
+        Asset, on_delete=models.PROTECT, related_name="payment_requests", verbose_name=pgettext_lazy("staff", "asset")
+    )
     # Frozen copies: the request stays what the customer was shown even if staff edit the asset.
-    chain_id = models.PositiveBigIntegerField()
-    contract = models.CharField(max_length=42, null=True, blank=True)  # noqa: DJ001 - null = native coin
-    decimals = models.PositiveSmallIntegerField()
+    chain_id = models.PositiveBigIntegerField(verbose_name=pgettext_lazy("staff", "chain ID"))
+    contract = models.CharField(  # noqa: DJ001 - null = native coin
+        max_length=42, null=True, blank=True, verbose_name=pgettext_lazy("staff", "contract")
+    )
+    decimals = models.PositiveSmallIntegerField(verbose_name=pgettext_lazy("staff", "decimals"))
 
-    key_fingerprint = models.CharField(max_length=64)
-    derivation_index = models.PositiveBigIntegerField()
-    address = models.CharField(max_length=42, unique=True, validators=[address_validator])
+    key_fingerprint = models.CharField(max_length=64, verbose_name=pgettext_lazy("staff", "key fingerprint"))
+    derivation_index = models.PositiveBigIntegerField(verbose_name=pgettext_lazy("staff", "derivation index"))
+    address = models.CharField(
+        max_length=42, unique=True, validators=[address_validator], verbose_name=pgettext_lazy("staff", "address")
+    )
 
-    amount_usd = models.DecimalField(max_digits=14, decimal_places=2)
-    usd_rate = models.DecimalField(max_digits=24, decimal_places=8)
-    rate_as_of = models.DateTimeField(null=True, blank=True)
-    amount_base_units = BaseUnitsField()
-    expires_at = models.DateTimeField()
-    start_block = models.PositiveBigIntegerField(help_text="Only transfers from this block on count.")
+    amount_usd = models.DecimalField(max_digits=14, decimal_places=2, verbose_name=pgettext_lazy("staff", "amount USD"))
+    usd_rate = models.DecimalField(max_digits=24, decimal_places=8, verbose_name=pgettext_lazy("staff", "USD rate"))
+    rate_as_of = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "rate as of"))
+    amount_base_units = BaseUnitsField(verbose_name=pgettext_lazy("staff", "amount base units"))
+    expires_at = models.DateTimeField(verbose_name=pgettext_lazy("staff", "expires at"))
+    start_block = models.PositiveBigIntegerField(
+        help_text=pgettext_lazy("staff", "Only transfers from this block on count."),
+        verbose_name=pgettext_lazy("staff", "start block"),
+    )
     # Coin already on the address before start_block is not the customer's: read once, when a balance
     # shows more than the credits explain (payments/native.py).
-    opening_balance_base_units = BaseUnitsField(null=True, blank=True)
+    opening_balance_base_units = BaseUnitsField(
+        null=True, blank=True, verbose_name=pgettext_lazy("staff", "opening balance base units")
+    )
 
     # The address stays watched long after the quote's window: late money reaches a reviewer.
-    watch_until = models.DateTimeField(null=True, blank=True)
+    watch_until = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "watch until"))
     # Set by each treasury plan that names the address (payments/treasury.py): the scan reads it until then,
     # whatever its window or status, so the signer's sweep of it is recorded.
-    plan_watch_until = models.DateTimeField(null=True, blank=True)
+    plan_watch_until = models.DateTimeField(
+        null=True, blank=True, verbose_name=pgettext_lazy("staff", "plan watch until")
+    )
     # The books say money is on the address (payments.books): kept by every credit and every movement out.
-    holds_money = models.BooleanField(default=False)
+    holds_money = models.BooleanField(default=False, verbose_name=pgettext_lazy("staff", "holds money"))
 
-    status = models.CharField(max_length=16, choices=PaymentStatus.choices, default=PaymentStatus.PENDING)
-    received_base_units = BaseUnitsField(default=0)
-    confirmations = models.PositiveIntegerField(default=0)
+    status = models.CharField(
+        max_length=16,
+        choices=PaymentStatus.choices,
+        default=PaymentStatus.PENDING,
+        verbose_name=pgettext_lazy("staff", "status"),
+    )
+    received_base_units = BaseUnitsField(default=0, verbose_name=pgettext_lazy("staff", "received base units"))
+    confirmations = models.PositiveIntegerField(default=0, verbose_name=pgettext_lazy("staff", "confirmations"))
     # What must be sent back, per asset it arrived in (payments/refunds_due.py): a list of
     # {"network", "chain_id", "asset", "contract", "decimals", "base_units"}; never one sum across assets.
-    refunds_due = models.JSONField(default=list, blank=True)
-    refund_decided_at = models.DateTimeField(null=True, blank=True)
+    refunds_due = models.JSONField(default=list, blank=True, verbose_name=pgettext_lazy("staff", "refunds due"))
+    refund_decided_at = models.DateTimeField(
+        null=True, blank=True, verbose_name=pgettext_lazy("staff", "refund decided at")
+    )
     # When the payment became confirmed (or a reviewer accepted it): money that arrives later never
     # changes its status or its order's (anyone can send dust to a public address); cleared by a reorg
     # that takes the settling money away.
-    settled_at = models.DateTimeField(null=True, blank=True)
+    settled_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "settled at"))
     # Set when a reviewer accepts or rejects: automatic settlement then only refreshes the figures.
-    reviewed_at = models.DateTimeField(null=True, blank=True)
-    reviewed_by = models.CharField(max_length=150, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "reviewed at"))
+    reviewed_by = models.CharField(max_length=150, blank=True, verbose_name=pgettext_lazy("staff", "reviewed by"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
 
     objects = PaymentRequestQuerySet.as_manager()
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "payment request")
+        verbose_name_plural = pgettext_lazy("staff", "payment requests")
         ordering = ["-created_at"]
         permissions = [
             ("review_payment", "Can settle payment exceptions (accept, reject, refund)"),
@@ -289,36 +394,53 @@ class PaymentRequest(models.Model):
 class PaymentEvent(models.Model):
     """One row per change of a payment's status or a reviewer's decision (who, when, from, to, why)."""
 
-    payment = models.ForeignKey(PaymentRequest, on_delete=models.CASCADE, related_name="events")
-    created_at = models.DateTimeField(default=timezone.now)
-    from_status = models.CharField(max_length=16, choices=PaymentStatus.choices, blank=True)
-    to_status = models.CharField(max_length=16, choices=PaymentStatus.choices)
-    actor = models.CharField(max_length=150)
-    reason = models.TextField(blank=True)
+    payment = models.ForeignKey(
+        PaymentRequest, on_delete=models.CASCADE, related_name="events", verbose_name=pgettext_lazy("staff", "payment")
+    )
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    from_status = models.CharField(
+        max_length=16, choices=PaymentStatus.choices, blank=True, verbose_name=pgettext_lazy("staff", "from status")
+    )
+    to_status = models.CharField(
+        max_length=16, choices=PaymentStatus.choices, verbose_name=pgettext_lazy("staff", "to status")
+    )
+    actor = models.CharField(max_length=150, verbose_name=pgettext_lazy("staff", "actor"))
+    reason = models.TextField(blank=True, verbose_name=pgettext_lazy("staff", "reason"))
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "payment event")
+        verbose_name_plural = pgettext_lazy("staff", "payment events")
         ordering = ["created_at", "pk"]
         indexes = [models.Index(fields=["-created_at", "-id"], name="payment_event_newest")]  # the admin's list
 
     def __str__(self) -> str:
-        return f"{self.payment_id}: {self.from_status or '-'} -> {self.to_status}"
+        return f"{self.payment_id}: {self.get_from_status_display() or '-'} -> {self.get_to_status_display()}"
 
 
 class Notice(models.Model):
     """The customer's "I have paid": a request to look now, never proof of payment."""
 
-    payment = models.ForeignKey(PaymentRequest, on_delete=models.CASCADE, related_name="notices")
-    created_at = models.DateTimeField(default=timezone.now)
-    tx_hash = models.CharField(max_length=66, blank=True)
-    language = models.CharField(max_length=8, blank=True)
-    checked_at = models.DateTimeField(null=True, blank=True)
-    result = models.CharField(max_length=300, blank=True, help_text="What the check of the tx hash found.")
+    payment = models.ForeignKey(
+        PaymentRequest, on_delete=models.CASCADE, related_name="notices", verbose_name=pgettext_lazy("staff", "payment")
+    )
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    tx_hash = models.CharField(max_length=66, blank=True, verbose_name=pgettext_lazy("staff", "transaction hash"))
+    language = models.CharField(max_length=8, blank=True, verbose_name=pgettext_lazy("staff", "language"))
+    checked_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "checked at"))
+    result = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text=pgettext_lazy("staff", "What the check of the tx hash found."),
+        verbose_name=pgettext_lazy("staff", "result"),
+    )
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "notice")
+        verbose_name_plural = pgettext_lazy("staff", "notices")
         ordering = ["created_at", "pk"]
 
     def __str__(self) -> str:
-        return f"notice {self.pk} for {self.payment_id}"
+        return pgettext("staff", "notice %(notice)s for %(payment)s") % {"notice": self.pk, "payment": self.payment_id}
 
 
 class CreditKind(models.TextChoices):
@@ -342,33 +464,63 @@ class CreditQuerySet(models.QuerySet):
 class Credit(models.Model):
     """One transfer to a deposit address, as the chain showed it. Kept when a reorg removes it."""
 
-    payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="credits")
-    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="credits")
-    # Null for a token the shop does not sell on that network (always a wrong asset): `token_contract` names it.
-    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="credits", null=True, blank=True)
-    token_contract = models.CharField(max_length=42, blank=True, help_text="The token's contract; empty for the coin.")
-    chain_id = models.PositiveBigIntegerField()
-    tx_hash = models.CharField(max_length=66)
-    log_index = models.IntegerField(help_text="-1 for a native-coin transfer (no log).")
-    block_number = models.PositiveBigIntegerField()
-    block_hash = models.CharField(max_length=66)
-    block_timestamp = models.DateTimeField()
-    sender = models.CharField(max_length=42)
-    amount_base_units = BaseUnitsField()
-    kind = models.CharField(max_length=16, choices=CreditKind.choices)
-    confirmations = models.PositiveIntegerField(default=0)
-    final = models.BooleanField(default=False)
-    after_settlement = models.BooleanField(
-        default=False, help_text="Arrived once the payment was settled: recorded and refundable, never counted."
+    payment = models.ForeignKey(
+        PaymentRequest, on_delete=models.PROTECT, related_name="credits", verbose_name=pgettext_lazy("staff", "payment")
     )
-    removed_at = models.DateTimeField(null=True, blank=True)
-    removed_reason = models.CharField(max_length=300, blank=True)
-    evidence = models.JSONField(default=dict, blank=True, help_text="The log or transaction as the node returned it.")
-    created_at = models.DateTimeField(default=timezone.now)
+    network = models.ForeignKey(
+        Network, on_delete=models.PROTECT, related_name="credits", verbose_name=pgettext_lazy("staff", "network")
+    )
+    # Null for a token the shop does not sell on that network (always a wrong asset): `token_contract` names it.
+    asset = models.ForeignKey(
+        Asset,
+        on_delete=models.PROTECT,
+        related_name="credits",
+        null=True,
+        blank=True,
+        verbose_name=pgettext_lazy("staff", "asset"),
+    )
+    token_contract = models.CharField(
+        max_length=42,
+        blank=True,
+        help_text=pgettext_lazy("staff", "The token's contract; empty for the coin."),
+        verbose_name=pgettext_lazy("staff", "token contract"),
+    )
+    chain_id = models.PositiveBigIntegerField(verbose_name=pgettext_lazy("staff", "chain ID"))
+    tx_hash = models.CharField(max_length=66, verbose_name=pgettext_lazy("staff", "transaction hash"))
+    log_index = models.IntegerField(
+        help_text=pgettext_lazy("staff", "-1 for a native-coin transfer (no log)."),
+        verbose_name=pgettext_lazy("staff", "log index"),
+    )
+    block_number = models.PositiveBigIntegerField(verbose_name=pgettext_lazy("staff", "block number"))
+    block_hash = models.CharField(max_length=66, verbose_name=pgettext_lazy("staff", "block hash"))
+    block_timestamp = models.DateTimeField(verbose_name=pgettext_lazy("staff", "block timestamp"))
+    sender = models.CharField(max_length=42, verbose_name=pgettext_lazy("staff", "sender"))
+    amount_base_units = BaseUnitsField(verbose_name=pgettext_lazy("staff", "amount base units"))
+    kind = models.CharField(max_length=16, choices=CreditKind.choices, verbose_name=pgettext_lazy("staff", "kind"))
+    confirmations = models.PositiveIntegerField(default=0, verbose_name=pgettext_lazy("staff", "confirmations"))
+    final = models.BooleanField(default=False, verbose_name=pgettext_lazy("staff", "final"))
+    after_settlement = models.BooleanField(
+        default=False,
+        help_text=pgettext_lazy(
+            "staff", "Arrived once the payment was settled: recorded and refundable, never counted."
+        ),
+        verbose_name=pgettext_lazy("staff", "after settlement"),
+    )
+    removed_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "removed at"))
+    removed_reason = models.CharField(max_length=300, blank=True, verbose_name=pgettext_lazy("staff", "removed reason"))
+    evidence = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=pgettext_lazy("staff", "The log or transaction as the node returned it."),
+        verbose_name=pgettext_lazy("staff", "evidence"),
+    )
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
 
     objects = CreditQuerySet.as_manager()
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "credit")
+        verbose_name_plural = pgettext_lazy("staff", "credits")
         ordering = ["block_number", "log_index"]
         constraints = [
             # A transfer can never pay twice, nor pay two orders.
@@ -416,6 +568,10 @@ class ScanCursor(models.Model):
     last_pass_at = models.DateTimeField(null=True, blank=True)
     coin_checked_at = models.DateTimeField(null=True, blank=True)  # payments.coin_watch's last balance check
 
+    class Meta:
+        verbose_name = pgettext_lazy("staff", "scan cursor")
+        verbose_name_plural = pgettext_lazy("staff", "scan cursors")
+
     def __str__(self) -> str:
         return f"{self.network.slug}: next block {self.next_block}"
 
@@ -431,6 +587,8 @@ class CoinBaseline(models.Model):
     block_number = models.PositiveBigIntegerField()
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "coin baseline")
+        verbose_name_plural = pgettext_lazy("staff", "coin baselines")
         constraints = [models.UniqueConstraint(fields=["network", "payment"], name="one_coin_baseline_per_network")]
 
     def __str__(self) -> str:
@@ -450,6 +608,8 @@ class ProviderUsage(models.Model):
     rate_limited = models.PositiveBigIntegerField(default=0)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "provider usage")
+        verbose_name_plural = pgettext_lazy("staff", "provider usages")
         constraints = [models.UniqueConstraint(fields=["network", "provider"], name="one_usage_row_per_provider")]
 
     def __str__(self) -> str:
@@ -498,29 +658,53 @@ class Refund(models.Model):
     Its status moves only through payments.refunds.refund_transition (REFUND_TRANSITIONS), with a RefundEvent.
     """
 
-    payment = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="refunds")
-    reason = models.CharField(max_length=16, choices=RefundReason.choices)
-    network = models.ForeignKey(Network, on_delete=models.PROTECT, related_name="refunds")
-    chain_id = models.PositiveBigIntegerField()
+    payment = models.ForeignKey(
+        PaymentRequest, on_delete=models.PROTECT, related_name="refunds", verbose_name=pgettext_lazy("staff", "payment")
+    )
+    reason = models.CharField(
+        max_length=16, choices=RefundReason.choices, verbose_name=pgettext_lazy("staff", "reason")
+    )
+    network = models.ForeignKey(
+        Network, on_delete=models.PROTECT, related_name="refunds", verbose_name=pgettext_lazy("staff", "network")
+    )
+    chain_id = models.PositiveBigIntegerField(verbose_name=pgettext_lazy("staff", "chain ID"))
     # The asset it arrived in: empty for the native coin; a token the shop does not sell has no Asset row.
-    token_contract = models.CharField(max_length=42, blank=True)
-    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, null=True, blank=True, related_name="refunds")
-    symbol = models.CharField(max_length=16, blank=True)
-    decimals = models.PositiveSmallIntegerField(null=True, blank=True)
-    amount_base_units = BaseUnitsField()
-    to_address = models.CharField(max_length=42, blank=True, validators=[address_validator])
-    status = models.CharField(max_length=16, choices=RefundStatus.choices, default=RefundStatus.AWAITING_ADDRESS)
-    tx_hash = models.CharField(max_length=66, blank=True)
-    block_number = models.PositiveBigIntegerField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    token_contract = models.CharField(max_length=42, blank=True, verbose_name=pgettext_lazy("staff", "token contract"))
+    asset = models.ForeignKey(
+        Asset,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="refunds",
+        verbose_name=pgettext_lazy("staff", "asset"),
+    )
+    symbol = models.CharField(max_length=16, blank=True, verbose_name=pgettext_lazy("staff", "symbol"))
+    decimals = models.PositiveSmallIntegerField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "decimals"))
+    amount_base_units = BaseUnitsField(verbose_name=pgettext_lazy("staff", "amount base units"))
+    to_address = models.CharField(
+        max_length=42, blank=True, validators=[address_validator], verbose_name=pgettext_lazy("staff", "to address")
+    )
+    status = models.CharField(
+        max_length=16,
+        choices=RefundStatus.choices,
+        default=RefundStatus.AWAITING_ADDRESS,
+        verbose_name=pgettext_lazy("staff", "status"),
+    )
+    tx_hash = models.CharField(max_length=66, blank=True, verbose_name=pgettext_lazy("staff", "transaction hash"))
+    block_number = models.PositiveBigIntegerField(
+        null=True, blank=True, verbose_name=pgettext_lazy("staff", "block number")
+    )
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
     # When the scan first saw its transfer (its first move to `sent`): the ledger's time for it, set once by
     # refund_transition. A reorg that sends it back to approved keeps it; the transfer seen again is the same.
-    sent_at = models.DateTimeField(null=True, blank=True)
-    decided_by = models.CharField(max_length=150, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "sent at"))
+    decided_by = models.CharField(max_length=150, blank=True, verbose_name=pgettext_lazy("staff", "decided by"))
 
     objects = RefundQuerySet.as_manager()
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "refund")
+        verbose_name_plural = pgettext_lazy("staff", "refunds")
         ordering = ["created_at", "pk"]
         constraints = [
             models.CheckConstraint(condition=Q(amount_base_units__gt=0), name="refund_amount_positive"),
@@ -538,24 +722,37 @@ class Refund(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"refund {self.pk}: {self.amount_text} ({self.reason})"
+        words = pgettext("staff", "refund %(refund)s: %(amount)s (%(reason)s)")
+        return words % {"refund": self.pk, "amount": self.amount_text, "reason": self.get_reason_display()}
 
     @property
     def amount_text(self) -> str:
         if self.decimals is None:
-            return f"{self.amount_base_units} base units of token {self.token_contract}"
+            words = pgettext("staff", "%(base_units)s base units of token %(contract)s")
+            return words % {"base_units": self.amount_base_units, "contract": self.token_contract}
         return f"{format_units(int(self.amount_base_units), self.decimals)} {self.symbol}"
 
 
 class RefundEvent(TransitionEvent):
     """One row per change of a refund's status (who, when, from, to, why), written by refund_transition."""
 
-    refund = models.ForeignKey(Refund, on_delete=models.CASCADE, related_name="events")
-    from_status = models.CharField(max_length=16, choices=RefundStatus.choices, blank=True)
-    to_status = models.CharField(max_length=16, choices=RefundStatus.choices)
+    refund = models.ForeignKey(
+        Refund, on_delete=models.CASCADE, related_name="events", verbose_name=pgettext_lazy("staff", "refund")
+    )
+    from_status = models.CharField(
+        max_length=16, choices=RefundStatus.choices, blank=True, verbose_name=pgettext_lazy("staff", "from status")
+    )
+    to_status = models.CharField(
+        max_length=16, choices=RefundStatus.choices, verbose_name=pgettext_lazy("staff", "to status")
+    )
+
+    class Meta(TransitionEvent.Meta):
+        verbose_name = pgettext_lazy("staff", "refund event")
+        verbose_name_plural = pgettext_lazy("staff", "refund events")
 
     def __str__(self) -> str:
-        return f"refund {self.refund_id}: {self.from_status or '-'} -> {self.to_status}"
+        moved = f"{self.get_from_status_display() or '-'} -> {self.get_to_status_display()}"
+        return pgettext("staff", "refund %(refund)s: %(moved)s") % {"refund": self.refund_id, "moved": moved}
 
 
 class Outflow(models.Model):
@@ -586,6 +783,8 @@ class Sweep(Outflow):
     removed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "sweep")
+        verbose_name_plural = pgettext_lazy("staff", "sweeps")
         ordering = ["block_number", "log_index"]
         constraints = [
             models.UniqueConstraint(fields=["chain_id", "tx_hash", "log_index"], name="one_sweep_per_transfer"),
@@ -613,6 +812,8 @@ class UnexpectedOutflow(Outflow):
     acknowledged_by = models.CharField(max_length=150, blank=True)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "unexpected outflow")
+        verbose_name_plural = pgettext_lazy("staff", "unexpected outflows")
         ordering = ["created_at", "pk"]
         constraints = [
             models.UniqueConstraint(fields=["chain_id", "tx_hash", "log_index"], name="one_outflow_per_transfer"),

@@ -176,12 +176,16 @@ class Evidence:
 
     @property
     def text(self) -> str:
-        """'received 899.00 USDC of 899.00 USDC, after the deadline; also 3.00 USDT on local'."""
-        words = f"received {self.received} of {self.asked}"
+        """'received 899.00 USDC of 899.00 USDC, after the deadline; also 3.00 USDT on local', in the reader's
+        language."""
+        words = pgettext("staff", "received %(received)s of %(asked)s") % {
+            "received": self.received,
+            "asked": self.asked,
+        }
         if self.late:
-            words += ", after the deadline"
+            words += pgettext("staff", ", after the deadline")
         if self.elsewhere:
-            words += "; also " + ", ".join(self.elsewhere)
+            words += pgettext("staff", "; also %(elsewhere)s") % {"elsewhere": ", ".join(self.elsewhere)}
         return words
 
 
@@ -217,7 +221,8 @@ def _sum_text(credits: list[Credit]) -> str:
         token_contract=first.token_contract,
         amount_base_units=sum(int(credit.amount_base_units) for credit in credits),
     )
-    return f"{credit_units_text(total)} on {first.network.slug}"
+    words = pgettext("staff", "%(amount)s on %(network)s")
+    return words % {"amount": credit_units_text(total), "network": first.network.slug}
 
 
 def _credit_shown(credit: Credit) -> CreditShown:

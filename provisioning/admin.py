@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import pgettext, pgettext_lazy
 
 from core.admin_base import ReadOnlyAdmin, ReadOnlyInline, reason_asked
 from core.transition_event import TransitionNotAllowed
@@ -52,7 +52,8 @@ class NodeAdmin(admin.ModelAdmin):
     )
     def put_in_maintenance(self, request: HttpRequest, queryset: QuerySet[Node]) -> HttpResponse | None:
         items = [f"{node.name}: {node.get_state_display()}" for node in queryset]
-        reason, page = reason_asked(self, request, queryset, title="Put in maintenance", items=items)
+        title = pgettext("staff", "Put in maintenance")
+        reason, page = reason_asked(self, request, queryset, title=title, items=items)
         if page is not None:
             return page  # the reason is shown on the node and kept in its events
         self._move(request, queryset, to=NodeState.MAINTENANCE, reason=reason)
@@ -69,9 +70,15 @@ class NodeAdmin(admin.ModelAdmin):
             try:
                 moved = node_state_set(node_id=node.pk, to=to, actor=request.user.get_username(), reason=reason)
             except TransitionNotAllowed:
-                self.message_user(request, f"{node.name}: cannot move from {node.state} to {to}", messages.WARNING)
+                refused = pgettext("staff", "%(node)s: cannot move from %(from)s to %(to)s")
+                refused %= {"node": node.name, "from": NodeState(node.state).label, "to": NodeState(to).label}
+                self.message_user(request, refused, messages.WARNING)
             else:
-                self.message_user(request, f"{node.name}: {to}" if moved else f"{node.name}: already {to}")
+                if moved:
+                    done = pgettext("staff", "%(node)s: %(state)s")
+                else:
+                    done = pgettext("staff", "%(node)s: already %(state)s")
+                self.message_user(request, done % {"node": node.name, "state": NodeState(to).label})
 
 
 @admin.register(NodeCheck)

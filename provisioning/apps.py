@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import pgettext_lazy
 
 
 class ProvisioningConfig(AppConfig):
     name = "provisioning"
-    verbose_name = "Provisioning"
+    verbose_name = pgettext_lazy("staff", "Provisioning")
 
     def ready(self) -> None:
         from orders.credits import rental_end_moved

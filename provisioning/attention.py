@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from django.db.models import DateTimeField, F, OuterRef, Prefetch, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import reverse
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import npgettext, pgettext, pgettext_lazy
 
-from core.roles import ROLES
+from core.roles import ROLE_TITLES
+from core.staff_words import days_text, lots_text
 from orders.models import FIRST_PAYMENTS, Extension, ExtensionEvent, ExtensionStatus, Order, OrderEvent, OrderStatus
 from payments.amount_text import movement_units_text, refund_units_text, with_asset
 from payments.models import Credit, PaymentRequest, Refund, RefundEvent, RefundStatus, UnexpectedOutflow
@@ -57,20 +58,19 @@ KINDS = {
     "refund_to_pay": pgettext_lazy("staff", "Refund approved, to pay"),
 }
 
-OPERATORS, REVIEWERS, TREASURERS = (ROLES[role][0] for role in ("operator", "reviewer", "treasurer"))
 # Who acts on each kind: the permission its page asks for, and the role that holds it (core/roles.py).
 ACTORS = {
-    "paid": ("provisioning.prepare_order", OPERATORS),
-    "preparation_failed": ("provisioning.prepare_order", OPERATORS),
-    "node": ("provisioning.change_node", OPERATORS),
-    "move": ("provisioning.prepare_order", OPERATORS),
-    "move_files": ("provisioning.prepare_order", OPERATORS),
-    "downtime": ("provisioning.prepare_order", OPERATORS),
-    "outflow": ("provisioning.prepare_order", OPERATORS),  # acknowledged in the console
-    "review": ("payments.review_payment", REVIEWERS),
-    "extension_review": ("payments.review_payment", REVIEWERS),
-    "refund": ("payments.review_payment", REVIEWERS),
-    "refund_to_pay": ("payments.plan_treasury", TREASURERS),
+    "paid": ("provisioning.prepare_order", "operator"),
+    "preparation_failed": ("provisioning.prepare_order", "operator"),
+    "node": ("provisioning.change_node", "operator"),
+    "move": ("provisioning.prepare_order", "operator"),
+    "move_files": ("provisioning.prepare_order", "operator"),
+    "downtime": ("provisioning.prepare_order", "operator"),
+    "outflow": ("provisioning.prepare_order", "operator"),  # acknowledged in the console
+    "review": ("payments.review_payment", "reviewer"),
+    "extension_review": ("payments.review_payment", "reviewer"),
+    "refund": ("payments.review_payment", "reviewer"),
+    "refund_to_pay": ("payments.plan_treasury", "treasurer"),
 }
 
 # The admin start page's queue: for each kind, its heading (plural) and where the whole list of it is.
@@ -103,7 +103,8 @@ def _with_evidence():  # noqa: ANN202 - a Prefetch of payments with their credit
 
 
 def _lots(order: Order) -> str:
-    return f"{order.lots} lot{'s' if order.lots != 1 else ''}, {order.duration_days} days"
+    """'1 lot, 7 days', in the reader's language."""
+    return f"{lots_text(order.lots)}, {days_text(order.duration_days)}"
 
 
 def needs_attention() -> list[Attention]:
@@ -129,18 +130,26 @@ def needs_attention() -> list[Attention]:
         entered = _entered(NodeEvent.objects.filter(node=OuterRef("pk")), "to_state", state)
         for node in Node.objects.filter(state=state).annotate(since=Coalesce(entered, F("created_at"))):
             link = reverse("admin:provisioning_node_change", args=[node.pk])
-            detail = f"{node.get_state_display()}: {node.state_reason[:200]}" if node.state_reason else node.state
+            state_shown = node.get_state_display()
+            detail = f"{state_shown}: {node.state_reason[:200]}" if node.state_reason else state_shown
             items.append(Attention("node", node.name, detail, node.since, link))
     items += _moves_stuck(console)
     items += _moves_keeping_files(console)
     for hold in downtime_holds_waiting():
-        window = f"{hold.down_from:%Y-%m-%d %H:%M} to {hold.down_until:%Y-%m-%d %H:%M} UTC"
+        window = pgettext("staff", "%(start)s to %(end)s UTC") % {
+            "start": f"{hold.down_from:%Y-%m-%d %H:%M}",
+            "end": f"{hold.down_until:%Y-%m-%d %H:%M}",
+        }
         detail = f"{hold.node.name}, {window}: {hold.causes}"[:300]
         items.append(Attention("downtime", hold.order.reference, detail, hold.created_at, console + "#downtime-title"))
     unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
     outflows = with_asset(unacknowledged).select_related("payment__order")
     for outflow in outflows:
-        detail = f"{movement_units_text(outflow)} to {outflow.to_address}, tx {outflow.tx_hash}"
+        detail = pgettext("staff", "%(amount)s to %(address)s, transaction %(tx)s") % {
+            "amount": movement_units_text(outflow),
+            "address": outflow.to_address,
+            "tx": outflow.tx_hash,
+        }
         items.append(Attention("outflow", outflow.payment.order.reference, detail, outflow.created_at,
                                console + "#outflows-title"))
     # An extension's payment in review: its order stays active meanwhile, so it is found by the extension.
@@ -151,14 +160,21 @@ def needs_attention() -> list[Attention]:
     )
     for extension in extensions.annotate(since=Coalesce(entered, F("created_at"))):
         evidence = payment_evidence(extension.payment, getattr(extension.payment, "shown", None))
-        detail = f"extension of {extension.duration_days} days; {evidence.text}"
+        days = extension.duration_days
+        detail = npgettext(
+            "staff", "extension of %(days)s day; %(evidence)s", "extension of %(days)s days; %(evidence)s", days
+        ) % {"days": days, "evidence": evidence.text}
         link = reverse("admin:payments_paymentrequest_change", args=[extension.payment.pk])
         items.append(Attention("extension_review", extension.order.reference, detail, extension.since, link))
     for refund_status, kind in ((RefundStatus.PENDING_APPROVAL, "refund"), (RefundStatus.APPROVED, "refund_to_pay")):
         entered = _entered(RefundEvent.objects.filter(refund=OuterRef("pk")), "to_status", refund_status)
         refunds = Refund.objects.filter(status=refund_status).select_related("payment__order", "network")
         for refund in refunds.annotate(since=Coalesce(entered, F("created_at"))):
-            detail = f"{refund.get_reason_display()}: {refund_units_text(refund)} on {refund.network.name}"
+            detail = pgettext("staff", "%(reason)s: %(amount)s on %(network)s") % {
+                "reason": refund.get_reason_display(),
+                "amount": refund_units_text(refund),
+                "network": refund.network.name,
+            }
             link = reverse("admin:payments_refund_change", args=[refund.pk])
             items.append(Attention(kind, refund.payment.order.reference, detail, refund.since, link))
     return sorted(items, key=lambda item: item.since)
@@ -180,8 +196,15 @@ def _moves_keeping_files(console: str) -> list[Attention]:
     items = []
     for move in moves_keeping_files():
         report = move.copy_report or {}
-        left = "the old node did not answer" if not report.get("reachable", True) else report.get("summary", "")
-        detail = f"{move.from_node.name} keeps the files the move did not copy ({left})"[:300]
+        if report.get("reachable", True):
+            left = report.get("summary", "")
+        else:
+            left = pgettext("staff", "the old node did not answer")
+        detail = pgettext("staff", "%(node)s keeps the files the move did not copy (%(left)s)") % {
+            "node": move.from_node.name,
+            "left": left,
+        }
+        detail = detail[:300]
         link = console + "#moves-title"
         since = move.old_files_kept_at or move.created_at
         items.append(Attention("move_files", move.order.reference, detail, since, link))
@@ -204,7 +227,7 @@ class Waiting:
     """One person's view of the list: what they can act on, and how much waits on others (by who acts)."""
 
     mine: list[Attention]
-    others: dict[str, int] = field(default_factory=dict)  # role that acts -> how many items wait on it
+    others: dict[str, int] = field(default_factory=dict)  # role that acts (its name to read) -> how many wait on it
 
 
 def attention_for(user, items: list[Attention] | None = None) -> Waiting:  # noqa: ANN001 - a user
@@ -216,7 +239,8 @@ def attention_for(user, items: list[Attention] | None = None) -> Waiting:  # noq
         if user.has_perm(permission):
             waiting.mine.append(item)
         else:
-            waiting.others[role] = waiting.others.get(role, 0) + 1
+            title = str(ROLE_TITLES[role])
+            waiting.others[title] = waiting.others.get(title, 0) + 1
     return waiting
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import pgettext, pgettext_lazy
 
 from core.transition_event import TransitionEvent
 from fleet.models import (  # noqa: F401 - the fleet's rows are provisioning's models (app label) too
@@ -18,39 +19,82 @@ from fleet.models import (  # noqa: F401 - the fleet's rows are provisioning's m
 
 
 class RunStatus(models.TextChoices):
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    PASSED = "passed", "passed"
-    FAILED = "failed", "failed"  # the preflight ran and a check failed
-    ERROR = "error", "error"  # the node could not be reached, timed out, or the run broke
+    QUEUED = "queued", pgettext_lazy("staff", "queued")
+    RUNNING = "running", pgettext_lazy("staff", "running")
+    PASSED = "passed", pgettext_lazy("staff", "passed")
+    FAILED = "failed", pgettext_lazy("staff", "failed")  # the preflight ran and a check failed
+    ERROR = "error", pgettext_lazy("staff", "error")  # the node could not be reached, timed out, or the run broke
     # The order's own input (its SSH key) cannot be installed: the order's step fails, the node is fine.
-    REFUSED = "refused", "refused"
+    REFUSED = "refused", pgettext_lazy("staff", "refused")
+
+
+# What a run or a check writes in `step` (provisioning.node_steps, claims, prepare, node_checks), as staff read it:
+# the row keeps the English words (the logs, the API, the tests), the pages show them in the reader's language.
+STEP_LABELS = {
+    "connecting": pgettext_lazy("staff", "connecting"),
+    "copying the preflight": pgettext_lazy("staff", "copying the preflight"),
+    "setting up the environment": pgettext_lazy("staff", "setting up the environment"),
+    "running the GPU preflight": pgettext_lazy("staff", "running the GPU preflight"),
+    "reading the report": pgettext_lazy("staff", "reading the report"),
+    "granting access": pgettext_lazy("staff", "granting access"),
+    "done": pgettext_lazy("staff", "done"),
+    "stopped": pgettext_lazy("staff", "stopped"),
+}
+
+
+def step_label(step: str) -> str:
+    """The step in the reader's language; "queued" before the first."""
+    return str(STEP_LABELS.get(step, step)) if step else str(RunStatus.QUEUED.label)
 
 
 class PreparationRun(models.Model):
     """One attempt to prepare one node for an order: connect, copy, set up, preflight, grant access."""
 
-    order = models.ForeignKey("shop.Order", on_delete=models.CASCADE, related_name="preparation_runs")
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="preparation_runs")
-    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED)
-    step = models.CharField(max_length=40, blank=True, help_text="What the run is doing now.")
-    progress = models.PositiveSmallIntegerField(default=0, help_text="Percent.")
-    log = models.TextField(blank=True)
-    report = models.JSONField(null=True, blank=True)
-    report_sha256 = models.CharField(max_length=64, blank=True)
-    error = models.TextField(blank=True)
-    requested_by = models.CharField(max_length=150)
+    order = models.ForeignKey(
+        "shop.Order",
+        on_delete=models.CASCADE,
+        related_name="preparation_runs",
+        verbose_name=pgettext_lazy("staff", "order"),
+    )
+    node = models.ForeignKey(
+        Node, on_delete=models.PROTECT, related_name="preparation_runs", verbose_name=pgettext_lazy("staff", "node")
+    )
+    status = models.CharField(
+        max_length=10,
+        choices=RunStatus.choices,
+        default=RunStatus.QUEUED,
+        verbose_name=pgettext_lazy("staff", "status"),
+    )
+    step = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text=pgettext_lazy("staff", "What the run is doing now."),
+        verbose_name=pgettext_lazy("staff", "step"),
+    )
+    progress = models.PositiveSmallIntegerField(
+        default=0, help_text=pgettext_lazy("staff", "Percent."), verbose_name=pgettext_lazy("staff", "progress")
+    )
+    log = models.TextField(blank=True, verbose_name=pgettext_lazy("staff", "log"))
+    report = models.JSONField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "report"))
+    report_sha256 = models.CharField(max_length=64, blank=True, verbose_name=pgettext_lazy("staff", "report SHA-256"))
+    error = models.TextField(blank=True, verbose_name=pgettext_lazy("staff", "error"))
+    requested_by = models.CharField(max_length=150, verbose_name=pgettext_lazy("staff", "requested by"))
     # A worker that dies mid-run leaves the run `running`; its task is delivered again and the run starts
     # over as the next attempt. Only the latest attempt may write the outcome.
-    attempt = models.PositiveSmallIntegerField(default=0)
+    attempt = models.PositiveSmallIntegerField(default=0, verbose_name=pgettext_lazy("staff", "attempt"))
     node_workdir = models.CharField(
-        max_length=255, blank=True, help_text="The attempt's scratch directory on the node (cleared by the next)."
+        max_length=255,
+        blank=True,
+        help_text=pgettext_lazy("staff", "The attempt's scratch directory on the node (cleared by the next)."),
+        verbose_name=pgettext_lazy("staff", "node workdir"),
     )
-    created_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    started_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "started at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "finished at"))
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "preparation run")
+        verbose_name_plural = pgettext_lazy("staff", "preparation runs")
         ordering = ["-created_at"]
         permissions = [("prepare_order", "Can trigger and retry the preparation of a paid order")]
         constraints = [
@@ -62,18 +106,38 @@ class PreparationRun(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"run {self.pk}: {self.order_id} on {self.node_id} ({self.status})"
+        words = pgettext("staff", "run %(run)s: %(order)s on %(node)s (%(status)s)")
+        return words % {
+            "run": self.pk,
+            "order": self.order_id,
+            "node": self.node_id,
+            "status": self.get_status_display(),
+        }
+
+    @property
+    def step_shown(self) -> str:
+        return step_label(self.step)
 
 
 class PreparationRunEvent(TransitionEvent):
     """One row per change of a run's status (who, when, from, to, why), written by run_transition."""
 
-    run = models.ForeignKey(PreparationRun, on_delete=models.CASCADE, related_name="events")
-    from_status = models.CharField(max_length=10, choices=RunStatus.choices)
-    to_status = models.CharField(max_length=10, choices=RunStatus.choices)
+    run = models.ForeignKey(
+        PreparationRun, on_delete=models.CASCADE, related_name="events", verbose_name=pgettext_lazy("staff", "run")
+    )
+    from_status = models.CharField(
+        max_length=10, choices=RunStatus.choices, verbose_name=pgettext_lazy("staff", "from status")
+    )
+    to_status = models.CharField(
+        max_length=10, choices=RunStatus.choices, verbose_name=pgettext_lazy("staff", "to status")
+    )
+
+    class Meta(TransitionEvent.Meta):
+        verbose_name = pgettext_lazy("staff", "preparation run event")
+        verbose_name_plural = pgettext_lazy("staff", "preparation run events")
 
     def __str__(self) -> str:
-        return f"{self.run_id}: {self.from_status} -> {self.to_status}"
+        return f"{self.run_id}: {self.get_from_status_display()} -> {self.get_to_status_display()}"
 
 
 class AccessGrantQuerySet(models.QuerySet):
@@ -95,27 +159,49 @@ class AccessGrant(models.Model):
     The row is written before the account is made on the node, so that every account has a row that will
     revoke it; access made during a preparation that does not hand over is withdrawn (`withdrawing_since`)."""
 
-    order = models.ForeignKey("shop.Order", on_delete=models.CASCADE, related_name="access_grants")
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="access_grants")
-    account = models.CharField(max_length=32)
-    host = models.CharField(max_length=255)
-    port = models.PositiveIntegerField()
-    host_key_fingerprint = models.CharField(max_length=100)
-    ssh_key_fingerprint = models.CharField(max_length=100)
-    granted_at = models.DateTimeField(default=timezone.now)
-    ends_at = models.DateTimeField()
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    withdrawing_since = models.DateTimeField(
-        null=True, blank=True, help_text="Given during a preparation that did not hand over: being removed."
+    order = models.ForeignKey(
+        "shop.Order",
+        on_delete=models.CASCADE,
+        related_name="access_grants",
+        verbose_name=pgettext_lazy("staff", "order"),
     )
-    reminders_sent = models.JSONField(default=list, blank=True, help_text="Hours before the end already reminded.")
+    node = models.ForeignKey(
+        Node, on_delete=models.PROTECT, related_name="access_grants", verbose_name=pgettext_lazy("staff", "node")
+    )
+    account = models.CharField(max_length=32, verbose_name=pgettext_lazy("staff", "account"))
+    host = models.CharField(max_length=255, verbose_name=pgettext_lazy("staff", "host"))
+    port = models.PositiveIntegerField(verbose_name=pgettext_lazy("staff", "port"))
+    host_key_fingerprint = models.CharField(max_length=100, verbose_name=pgettext_lazy("staff", "host key fingerprint"))
+    ssh_key_fingerprint = models.CharField(max_length=100, verbose_name=pgettext_lazy("staff", "SSH key fingerprint"))
+    granted_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "granted at"))
+    ends_at = models.DateTimeField(verbose_name=pgettext_lazy("staff", "ends at"))
+    revoked_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "revoked at"))
+    withdrawing_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=pgettext_lazy("staff", "Given during a preparation that did not hand over: being removed."),
+        verbose_name=pgettext_lazy("staff", "withdrawing since"),
+    )
+    reminders_sent = models.JSONField(
+        default=list,
+        blank=True,
+        help_text=pgettext_lazy("staff", "Hours before the end already reminded."),
+        verbose_name=pgettext_lazy("staff", "reminders sent"),
+    )
     # After the rental's end: processes stopped and cards freed, the key limited to read-only SFTP until then
     # (DATA_GRACE_HOURS), and only then the clean end of rental. Empty: no window (yet).
-    grace_until = models.DateTimeField(null=True, blank=True, help_text="Read-only SFTP allowed until then.")
+    grace_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=pgettext_lazy("staff", "Read-only SFTP allowed until then."),
+        verbose_name=pgettext_lazy("staff", "grace until"),
+    )
 
     objects = AccessGrantQuerySet.as_manager()
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "access grant")
+        verbose_name_plural = pgettext_lazy("staff", "access grants")
         ordering = ["granted_at"]
         constraints = [
             models.UniqueConstraint(
@@ -146,22 +232,32 @@ class AccessGrant(models.Model):
 class Manifest(models.Model):
     """The signed chain of evidence handed to the customer with access."""
 
-    order = models.OneToOneField("shop.Order", on_delete=models.CASCADE, related_name="manifest")
-    body = models.JSONField()
-    signature = models.CharField(max_length=200, help_text="Ed25519 over the canonical JSON, base64.")
-    public_key = models.CharField(max_length=100)
-    created_at = models.DateTimeField(default=timezone.now)
+    order = models.OneToOneField(
+        "shop.Order", on_delete=models.CASCADE, related_name="manifest", verbose_name=pgettext_lazy("staff", "order")
+    )
+    body = models.JSONField(verbose_name=pgettext_lazy("staff", "body"))
+    signature = models.CharField(
+        max_length=200,
+        help_text=pgettext_lazy("staff", "Ed25519 over the canonical JSON, base64."),
+        verbose_name=pgettext_lazy("staff", "signature"),
+    )
+    public_key = models.CharField(max_length=100, verbose_name=pgettext_lazy("staff", "public key"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
     # Earlier signed revisions, oldest first ({body, signature, public_key}): an extension signs a new one whose
     # body names the previous one's hash (`previous_body_sha256`).
-    previous = models.JSONField(default=list, blank=True)
+    previous = models.JSONField(default=list, blank=True, verbose_name=pgettext_lazy("staff", "previous"))
+
+    class Meta:
+        verbose_name = pgettext_lazy("staff", "manifest")
+        verbose_name_plural = pgettext_lazy("staff", "manifests")
 
     def __str__(self) -> str:
-        return f"manifest of {self.order_id}"
+        return pgettext("staff", "manifest of %(order)s") % {"order": self.order_id}
 
 
 class CheckKind(models.TextChoices):
-    RECHECK = "recheck", "recheck (an operator's, the whole preflight)"
-    PROBE = "probe", "probe (beat's daily, reachability and idle cards)"
+    RECHECK = "recheck", pgettext_lazy("staff", "recheck (an operator's, the whole preflight)")
+    PROBE = "probe", pgettext_lazy("staff", "probe (beat's daily, reachability and idle cards)")
 
 
 class NodeCheck(models.Model):
@@ -170,31 +266,55 @@ class NodeCheck(models.Model):
     (reachable with its pinned host key, no process on its cards; a failure sets it aside). No status table:
     open while `finished_at` is empty, then `passed` says how it ended; at most one is open per node."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="checks")
-    kind = models.CharField(max_length=10, choices=CheckKind.choices)
-    requested_by = models.CharField(max_length=150, help_text="The operator, or system (beat's probe).")
+    node = models.ForeignKey(
+        Node, on_delete=models.CASCADE, related_name="checks", verbose_name=pgettext_lazy("staff", "node")
+    )
+    kind = models.CharField(max_length=10, choices=CheckKind.choices, verbose_name=pgettext_lazy("staff", "kind"))
+    requested_by = models.CharField(
+        max_length=150,
+        help_text=pgettext_lazy("staff", "The operator, or system (beat's probe)."),
+        verbose_name=pgettext_lazy("staff", "requested by"),
+    )
     preparation = models.ForeignKey(
         "shop.Preparation",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
-        help_text="A recheck runs this preparation's setup step and preflight profile.",
+        help_text=pgettext_lazy("staff", "A recheck runs this preparation's setup step and preflight profile."),
+        verbose_name=pgettext_lazy("staff", "preparation"),
     )
-    step = models.CharField(max_length=40, blank=True, help_text="What the check is doing now.")
-    progress = models.PositiveSmallIntegerField(default=0, help_text="Percent.")
-    log = models.TextField(blank=True)
+    step = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text=pgettext_lazy("staff", "What the check is doing now."),
+        verbose_name=pgettext_lazy("staff", "step"),
+    )
+    progress = models.PositiveSmallIntegerField(
+        default=0, help_text=pgettext_lazy("staff", "Percent."), verbose_name=pgettext_lazy("staff", "progress")
+    )
+    log = models.TextField(blank=True, verbose_name=pgettext_lazy("staff", "log"))
     # A worker lost mid-check: the job runs again, as the next attempt, and clears what the lost one left.
-    attempt = models.PositiveSmallIntegerField(default=0)
-    node_workdir = models.CharField(max_length=255, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    passed = models.BooleanField(null=True, help_text="Empty while the check runs.")
-    reason = models.TextField(blank=True, help_text="Why it failed, or what it found.")
-    report = models.JSONField(null=True, blank=True)
-    report_sha256 = models.CharField(max_length=64, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=0, verbose_name=pgettext_lazy("staff", "attempt"))
+    node_workdir = models.CharField(max_length=255, blank=True, verbose_name=pgettext_lazy("staff", "node workdir"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=pgettext_lazy("staff", "created at"))
+    started_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "started at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "finished at"))
+    passed = models.BooleanField(
+        null=True,
+        help_text=pgettext_lazy("staff", "Empty while the check runs."),
+        verbose_name=pgettext_lazy("staff", "passed"),
+    )
+    reason = models.TextField(
+        blank=True,
+        help_text=pgettext_lazy("staff", "Why it failed, or what it found."),
+        verbose_name=pgettext_lazy("staff", "reason"),
+    )
+    report = models.JSONField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "report"))
+    report_sha256 = models.CharField(max_length=64, blank=True, verbose_name=pgettext_lazy("staff", "report SHA-256"))
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "node check")
+        verbose_name_plural = pgettext_lazy("staff", "node checks")
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
@@ -207,6 +327,10 @@ class NodeCheck(models.Model):
     def __str__(self) -> str:
         outcome = "running" if self.finished_at is None else ("passed" if self.passed else "failed")
         return f"{self.kind} {self.pk} of {self.node_id} ({outcome})"
+
+    @property
+    def step_shown(self) -> str:
+        return step_label(self.step)
 
 
 class NodeHealth(models.Model):
@@ -228,6 +352,8 @@ class NodeHealth(models.Model):
     duration_ms = models.PositiveIntegerField(default=0)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "node health probe")
+        verbose_name_plural = pgettext_lazy("staff", "node health probes")
         ordering = ["-checked_at", "-pk"]
         indexes = [models.Index(fields=["node", "-checked_at"], name="node_health_latest")]
 
@@ -254,6 +380,8 @@ class DowntimeHold(models.Model):
     credit = models.ForeignKey("shop.RentalCredit", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "downtime hold")
+        verbose_name_plural = pgettext_lazy("staff", "downtime holds")
         ordering = ["created_at"]
         constraints = [
             models.UniqueConstraint(fields=["order", "node", "down_from"], name="one_downtime_hold_per_episode")
@@ -264,13 +392,14 @@ class DowntimeHold(models.Model):
 
 
 class MoveStatus(models.TextChoices):
-    REQUESTED = "requested", "requested"
-    PREPARING = "preparing", "preparing the spare node"  # its preparation run: setup and the full preflight
-    COPYING = "copying", "copying the tenant's data"
-    HANDING_OVER = "handing_over", "handing over the new node"
-    DONE = "done", "done"
-    FAILED = "failed", "failed"
-    NO_NODE = "no_node", "no spare node free"
+    REQUESTED = "requested", pgettext_lazy("staff", "requested")
+    # its preparation run: setup and the full preflight
+    PREPARING = "preparing", pgettext_lazy("staff", "preparing the spare node")
+    COPYING = "copying", pgettext_lazy("staff", "copying the tenant's data")
+    HANDING_OVER = "handing_over", pgettext_lazy("staff", "handing over the new node")
+    DONE = "done", pgettext_lazy("staff", "done")
+    FAILED = "failed", pgettext_lazy("staff", "failed")
+    NO_NODE = "no_node", pgettext_lazy("staff", "no spare node free")
 
 
 class NodeMove(models.Model):
@@ -298,6 +427,8 @@ class NodeMove(models.Model):
     old_files_released_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "node move")
+        verbose_name_plural = pgettext_lazy("staff", "node moves")
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
@@ -318,5 +449,9 @@ class NodeMoveEvent(TransitionEvent):
     from_status = models.CharField(max_length=16, choices=MoveStatus.choices)
     to_status = models.CharField(max_length=16, choices=MoveStatus.choices)
 
+    class Meta(TransitionEvent.Meta):
+        verbose_name = pgettext_lazy("staff", "node move event")
+        verbose_name_plural = pgettext_lazy("staff", "node move events")
+
     def __str__(self) -> str:
-        return f"{self.move_id}: {self.from_status} -> {self.to_status}"
+        return f"{self.move_id}: {self.get_from_status_display()} -> {self.get_to_status_display()}"

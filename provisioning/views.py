@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import npgettext, pgettext
 from django.views.decorators.http import require_POST
 
 from orders.models import Order, OrderStatus
@@ -85,7 +86,9 @@ def console(request: HttpRequest) -> HttpResponse:
             "downtime_holds": downtime_holds_waiting(),
             # Money that left a deposit address for neither a refund nor the treasury (payments/outflows.py).
             "outflows": outflows,
-            "refresh_seconds": 5 if preparing or moves or any(node.latest_check_running for node in nodes) else None,
+            # How often static/js/ops-console.js looks for a change (it never reloads the page by itself): often
+            # while something runs, and still now and then otherwise (a paid order, a node failing).
+            "poll_seconds": 5 if preparing or moves or any(node.latest_check_running for node in nodes) else 30,
         },
     )
 
@@ -100,7 +103,7 @@ def prepare(request: HttpRequest, reference: str) -> HttpResponse:
     except PreparationError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{order.reference}: preparation started")
+        messages.success(request, pgettext("staff", "%(order)s: preparation started") % {"order": order.reference})
     return redirect("provisioning:console")
 
 
@@ -116,7 +119,13 @@ def stop(request: HttpRequest, reference: str) -> HttpResponse:
     except PreparationError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{order.reference}: preparation stopped ({stopped} run(s) ended)")
+        words = npgettext(
+            "staff",
+            "%(order)s: preparation stopped (%(runs)s run ended)",
+            "%(order)s: preparation stopped (%(runs)s runs ended)",
+            stopped,
+        )
+        messages.success(request, words % {"order": order.reference, "runs": stopped})
     return redirect("provisioning:console")
 
 
@@ -131,7 +140,8 @@ def node_recheck(request: HttpRequest, name: str) -> HttpResponse:
     except RecheckRefused as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{node.name}: recheck {check.pk} started")
+        words = pgettext("staff", "%(node)s: recheck %(check)s started")
+        messages.success(request, words % {"node": node.name, "check": check.pk})
     return redirect("provisioning:console")
 
 
@@ -146,7 +156,8 @@ def node_move(request: HttpRequest, name: str) -> HttpResponse:
     except MoveRefused as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{node.name}: move {move.pk} {move.get_status_display()}")
+        words = pgettext("staff", "%(node)s: move %(move)s %(status)s")
+        messages.success(request, words % {"node": node.name, "move": move.pk, "status": move.get_status_display()})
     return redirect("provisioning:console")
 
 
@@ -162,7 +173,8 @@ def move_files_release(request: HttpRequest, move_id: int) -> HttpResponse:
     except ReleaseRefused as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{move.from_node.name}: the files kept for {move.order.reference} are released")
+        words = pgettext("staff", "%(node)s: the files kept for %(order)s are released")
+        messages.success(request, words % {"node": move.from_node.name, "order": move.order.reference})
     return redirect("provisioning:console")
 
 
@@ -178,7 +190,11 @@ def downtime_decide(request: HttpRequest, hold_id: int) -> HttpResponse:
     except DecisionRefused as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{hold.order.reference}: downtime on {hold.node.name} {decided.decision}")
+        if decided.decision == "credited":
+            words = pgettext("staff", "%(order)s: downtime on %(node)s given back")
+        else:
+            words = pgettext("staff", "%(order)s: downtime on %(node)s not given back")
+        messages.success(request, words % {"order": hold.order.reference, "node": hold.node.name})
     return redirect("provisioning:console")
 
 
@@ -189,7 +205,7 @@ def outflow_acknowledged(request: HttpRequest, outflow_id: int) -> HttpResponse:
     """Someone has looked into an unexpected outflow: it leaves the console, its row keeps who and when."""
     outflow = get_object_or_404(UnexpectedOutflow, pk=outflow_id)
     if outflow_acknowledge(outflow_id=outflow.pk, by=request.user.get_username()):
-        messages.success(request, f"outflow {outflow.tx_hash}: acknowledged")
+        messages.success(request, pgettext("staff", "outflow %(tx)s: acknowledged") % {"tx": outflow.tx_hash})
     return redirect("provisioning:console")
 
 

@@ -4,11 +4,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import pgettext, pgettext_lazy
 
 from core.admin_base import ReadOnlyAdmin, ReadOnlyInline, details_asked, reason_asked
 from core.email_address import EmailAddressInvalid, ascii_lower, email_match_key
 from core.input_errors import OrderInputError
+from core.staff_words import days_text, lots_text
 from core.transition_event import TransitionNotAllowed
 from orders.models import FIRST_PAYMENTS, Duration, Extension, LotSpec, Order, OrderEvent, Preparation, Reservation
 from orders.orders import order_hold_extend
@@ -117,20 +118,27 @@ class ExtensionInline(ReadOnlyInline):
 
 
 class HoldExtendForm(forms.Form):
-    until = forms.DateTimeField(help_text="The new end of the hold, UTC (YYYY-MM-DD HH:MM).")
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="Kept in the order's events.")
+    until = forms.DateTimeField(
+        label=pgettext_lazy("staff", "Until"),
+        help_text=pgettext_lazy("staff", "The new end of the hold, UTC (YYYY-MM-DD HH:MM)."),
+    )
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label=pgettext_lazy("staff", "Reason"),
+        help_text=pgettext_lazy("staff", "Kept in the order's events."),
+    )
 
 
 class DurationDaysFilter(admin.SimpleListFilter):
     """The catalog's durations as the choices: Django's own filter for a plain integer reads every order's
     duration (a DISTINCT over the whole table) to offer them."""
 
-    title = "duration"
+    title = pgettext_lazy("staff", "duration")
     parameter_name = "duration_days"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         return [
-            (str(days), f"{days} days") for days in Duration.objects.order_by("days").values_list("days", flat=True)
+            (str(days), days_text(days)) for days in Duration.objects.order_by("days").values_list("days", flat=True)
         ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Order]) -> QuerySet[Order]:
@@ -241,11 +249,11 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
                     order_id=order.pk, actor=request.user.get_username(), reason="cancelled in the admin"
                 )
             except TransitionNotAllowed:
-                self.message_user(
-                    request, f"{order.reference}: cannot be cancelled from {order.status}", messages.WARNING
-                )
+                refused = pgettext("staff", "%(order)s: cannot be cancelled from %(status)s")
+                refused %= {"order": order.reference, "status": order.status}
+                self.message_user(request, refused, messages.WARNING)
             else:
-                self.message_user(request, f"{order.reference}: cancelled")
+                self.message_user(request, pgettext("staff", "%(order)s: cancelled") % {"order": order.reference})
                 for text in short:
                     self.message_user(request, f"{order.reference}: {text}", messages.WARNING)
 
@@ -256,10 +264,9 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
         description=pgettext_lazy("staff", "Hold the selected orders' lots until a new date"), permissions=["review"]
     )
     def extend_hold(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse | None:
-        items = [f"{order.reference}: {order.get_status_display()}, {order.lots} lot(s)" for order in queryset]
-        answers, page = details_asked(
-            self, request, queryset, title="Extend the hold", items=items, form_class=HoldExtendForm
-        )
+        items = [f"{order.reference}: {order.get_status_display()}, {lots_text(order.lots)}" for order in queryset]
+        title = pgettext("staff", "Extend the hold")
+        answers, page = details_asked(self, request, queryset, title=title, items=items, form_class=HoldExtendForm)
         if answers is None:
             return page  # a new end and a reason, both kept in the events
         for order in queryset:
@@ -273,7 +280,9 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
             except OrderInputError as exc:
                 self.message_user(request, f"{order.reference}: {exc.message}", messages.WARNING)
             else:
-                self.message_user(request, f"{order.reference}: lots held until {answers['until']:%Y-%m-%d %H:%M}")
+                held = pgettext("staff", "%(order)s: lots held until %(until)s")
+                until = f"{answers['until']:%Y-%m-%d %H:%M}"
+                self.message_user(request, held % {"order": order.reference, "until": until})
         return None
 
     def has_manage_personal_data_permission(self, request: HttpRequest) -> bool:
@@ -300,7 +309,8 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
     )
     def erase_personal_data(self, request: HttpRequest, queryset: QuerySet[Order]) -> HttpResponse | None:
         items = [f"{order.reference}: {order.get_status_display()}, {order.email}" for order in queryset]
-        reason, page = reason_asked(self, request, queryset, title="Erase personal data", items=items)
+        title = pgettext("staff", "Erase personal data")
+        reason, page = reason_asked(self, request, queryset, title=title, items=items)
         if reason is None:
             return page  # an erasure needs a reason, kept in the order's events
         for order in queryset:
@@ -309,7 +319,8 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
             except ErasureRefused as exc:
                 self.message_user(request, str(exc), messages.WARNING)
             else:
-                self.message_user(request, f"{order.reference}: personal data erased")
+                erased = pgettext("staff", "%(order)s: personal data erased")
+                self.message_user(request, erased % {"order": order.reference})
         return None
 
 

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import pgettext, pgettext_lazy
 
 from core.admin_base import ReadOnlyInline
 from orders.credits import REASON_MAX, STAFF_ADJUST_MAX, CreditRefused, rental_time_adjust
@@ -34,12 +34,14 @@ class TimeAdjustForm(forms.Form):
     minutes = forms.IntegerField(
         min_value=-MAX_MINUTES,
         max_value=MAX_MINUTES,
-        help_text="Minutes to add to the rental's end; negative removes time (never past now).",
+        label=pgettext_lazy("staff", "Minutes"),
+        help_text=pgettext_lazy("staff", "Minutes to add to the rental's end; negative removes time (never past now)."),
     )
     reason = forms.CharField(
         max_length=REASON_MAX,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="The customer reads it: order page, receipt and the email they get.",
+        label=pgettext_lazy("staff", "Reason"),
+        help_text=pgettext_lazy("staff", "The customer reads it: order page, receipt and the email they get."),
     )
 
 
@@ -72,17 +74,25 @@ class TimeAdjustAdminMixin:
             except CreditRefused as exc:
                 form.add_error(exc.field, exc.message)
             else:
-                verb = "added to" if credit.seconds > 0 else "removed from"
-                self.message_user(  # type: ignore[attr-defined]
-                    request,
-                    f"{abs(credit.seconds) // 60} min {verb} {order.reference}: it now ends on "
-                    f"{credit.ends_at_after:%Y-%m-%d %H:%M} UTC; the customer is told by email.",
-                    messages.SUCCESS,
-                )
+                if credit.seconds > 0:
+                    done = pgettext(
+                        "staff",
+                        "%(minutes)s min added to %(order)s: it now ends on %(end)s UTC; the customer is told by "
+                        "email.",
+                    )
+                else:
+                    done = pgettext(
+                        "staff",
+                        "%(minutes)s min removed from %(order)s: it now ends on %(end)s UTC; the customer is told by "
+                        "email.",
+                    )
+                end = f"{credit.ends_at_after:%Y-%m-%d %H:%M}"
+                done %= {"minutes": abs(credit.seconds) // 60, "order": order.reference, "end": end}
+                self.message_user(request, done, messages.SUCCESS)  # type: ignore[attr-defined]
                 return HttpResponseRedirect(reverse("admin:shop_order_change", args=[order.pk]))
         context = {
             **self.admin_site.each_context(request),  # type: ignore[attr-defined]
-            "title": f"Add or remove time: {order.reference}",
+            "title": pgettext("staff", "Add or remove time: %(order)s") % {"order": order.reference},
             "opts": Order._meta,
             "original": order,
             "form": form,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import pgettext_lazy
 
 
 class ShopConfig(AppConfig):
@@ -8,7 +9,7 @@ class ShopConfig(AppConfig):
 
     name = "shop"
     label = "storefront"
-    verbose_name = "Shop"
+    verbose_name = pgettext_lazy("staff", "Shop")
 
     def ready(self) -> None:
         # the catalog's cache signals; "Find my order"'s

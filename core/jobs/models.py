@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 
 
 class JobQuerySet(models.QuerySet):
@@ -35,6 +36,8 @@ class Job(models.Model):
     objects = JobQuerySet.as_manager()
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "job")
+        verbose_name_plural = pgettext_lazy("staff", "jobs")
         ordering = ["due_at", "pk"]
         indexes = [models.Index(fields=["done_at", "due_at"], name="job_due")]
 

@@ -4,6 +4,7 @@ handful of rows instead of counting a whole history at each scrape."""
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import pgettext_lazy
 
 
 class Tally(models.Model):
@@ -15,6 +16,8 @@ class Tally(models.Model):
     n = models.BigIntegerField(default=0)
 
     class Meta:
+        verbose_name = pgettext_lazy("staff", "tally")
+        verbose_name_plural = pgettext_lazy("staff", "tallies")
         constraints = [models.UniqueConstraint(fields=["name", "label"], name="one_tally_per_label")]
 
     def __str__(self) -> str:

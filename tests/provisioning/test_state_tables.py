@@ -262,7 +262,7 @@ def test_the_admin_refuses_to_put_a_node_in_use_in_maintenance(operator_client):
         NODES_ADMIN, {"action": "put_in_maintenance", "reason": "fans", "_selected_action": [node.pk]}, follow=True
     )
 
-    assert "cannot move from in_use to maintenance" in response.content.decode()
+    assert "cannot move from in use to maintenance" in response.content.decode()
     node.refresh_from_db()
     assert node.state == NodeState.IN_USE
     assert not NodeEvent.objects.exists()
