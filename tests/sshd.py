@@ -123,15 +123,15 @@ class SandboxSshd:
                 server_missing(f"sshd sandbox: {directory} is not a plain directory here")
 
     def _build_sandbox(self) -> None:
-        # A tenant reaches what the access tool installs under the sandbox (b200's command and the order's facts)
-        # as on a node, where those folders are world-traversable: the temp folders above it may be traversed,
-        # never listed.
-        for folder in (self.root, *self.root.parents):
-            if str(folder).startswith(tempfile.gettempdir() + "/") and folder.stat().st_mode & 0o077 == 0:
-                folder.chmod(0o711)
         etc = self.sandbox / "etc"
         for directory in (etc, self.sandbox / "home", self.sandbox / "var-log"):
             directory.mkdir(parents=True, mode=0o755)
+        # A tenant reaches what the access tool installs under the sandbox (b200's command and the order's facts)
+        # as on a node, where those folders are world-traversable: the temp folders above it may be traversed,
+        # never listed.
+        for folder in (self.sandbox, self.root, *self.root.parents):
+            if str(folder).startswith(tempfile.gettempdir() + "/") and folder.stat().st_mode & 0o077 == 0:
+                folder.chmod(0o711)
         self._copy_user_database(etc)
         for name in sorted(os.listdir("/etc")):
             if name.startswith(WRITTEN_BY_SHADOW) or name.endswith(".lock"):
