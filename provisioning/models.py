@@ -37,6 +37,7 @@ STEP_LABELS = {
     "running the GPU preflight": pgettext_lazy("staff", "running the GPU preflight"),
     "reading the report": pgettext_lazy("staff", "reading the report"),
     "granting access": pgettext_lazy("staff", "granting access"),
+    "proving the login": pgettext_lazy("staff", "proving the login"),
     "done": pgettext_lazy("staff", "done"),
     "stopped": pgettext_lazy("staff", "stopped"),
 }

@@ -1,7 +1,9 @@
 """One node's preparation as a declared list of steps, each with its share of the progress bar and the way
 it fails: connect, clear what a lost attempt left, upload, check that sshd reads only root-held key files, set up,
-run the preflight, read its report, grant.
-An operator's recheck of a node (provisioning.node_checks) runs the same steps but the grant, without an order.
+run the preflight, read its report, grant, and prove as the order's account that a login, SFTP and SCP work
+(provisioning.handover_proof), so that the rental clock never starts on a node its customer cannot use.
+An operator's recheck of a node (provisioning.node_checks) runs the same steps but the grant and its proof, without an
+order.
 
 A step returns a line for the run's log ("" for none) or raises `Stop` with the run's outcome. Driver errors
 (unreachable, wrong host key) and a refused key propagate to `prepare._execute`, which maps them too.
@@ -21,7 +23,8 @@ from django.conf import settings
 from provisioning.access import access_grant_on_node, access_tool_check, account_name, sshd_keys_problem
 from provisioning.bundle import node_bundle
 from provisioning.drivers.base import CommandResult, CommandTimeout, Driver, DriverError
-from provisioning.models import Node, NodeCheck, PreparationRun, RunStatus
+from provisioning.handover_proof import handover_login_proof
+from provisioning.models import AccessGrant, Node, NodeCheck, PreparationRun, RunStatus
 from provisioning.preflight.cli import command_line
 
 if TYPE_CHECKING:
@@ -57,6 +60,7 @@ class NodeJob:
     limit: int = field(default_factory=lambda: settings.PREFLIGHT_TIMEOUT_SECONDS)
     preflight: CommandResult | None = None
     report: dict | None = None
+    grant: AccessGrant | None = None
 
     @property
     def node(self) -> Node:
@@ -208,8 +212,22 @@ def read_report(job: NodeJob) -> str:
 
 
 def grant(job: NodeJob) -> str:
-    access_grant_on_node(driver=job.driver, run=job.run)
+    if not isinstance(job.run, PreparationRun):
+        raise Stop(RunStatus.ERROR, "a recheck grants no access")
+    job.grant = access_grant_on_node(driver=job.driver, run=job.run)
     return ""
+
+
+def login_proof(job: NodeJob) -> str:
+    """No rental on a node its customer cannot use (issue 41): as the order's account, with a key made for this one
+    proof, a login, SFTP and SCP work (rsync too where the node has it) before the clock starts."""
+    if job.grant is None:
+        raise Stop(RunStatus.ERROR, "no access was granted on the node: nothing to prove")
+    proven: list[str] = []
+    problem = handover_login_proof(driver=job.driver, node=job.node, grant=job.grant, said=proven.append)
+    if problem:
+        raise Stop(RunStatus.FAILED, problem)
+    return "; ".join(proven)
 
 
 STEPS = (
@@ -221,11 +239,14 @@ STEPS = (
     Step("running the GPU preflight", 40, preflight),
     Step("reading the report", 85, read_report),
     Step("granting access", 92, grant),
+    # The access handed over, proven as the customer will use it; shown as part of the grant (its words, like every
+    # step's, are translated in provisioning.models.STEP_LABELS).
+    Step("proving the login", 95, login_proof),
 )
 
 
-# A recheck between rentals: everything but the grant (no order, no account, no tenant key).
-RECHECK_STEPS = tuple(step for step in STEPS if step.run is not grant)
+# A recheck between rentals: everything but the grant and its proof (no order, no account, no tenant key).
+RECHECK_STEPS = tuple(step for step in STEPS if step.run not in (grant, login_proof))
 
 
 def steps_run(job: NodeJob, steps: tuple[Step, ...] = STEPS) -> tuple[str, dict | None, str]:

@@ -8,6 +8,8 @@
     python3 access.py grace  --account o-b2k4mq9xd --until 2025-07-01T12:00:00Z
     python3 access.py sshd-check --account o-b2k4mq9xd
     python3 access.py notice --account o-b2k4mq9xd --ends-at 2025-07-01T12:00:00Z --reason end --grace-seconds 120
+    python3 access.py probe-key --account o-b2k4mq9xd --key-file probe.pub --minutes 10
+    python3 access.py probe-key --account o-b2k4mq9xd --remove
 
 Each prints one JSON object on stdout. Exit status: 0 done, 1 failed, 2 usage error, 3 refused
 (the account exists but is not one of ours, or it is bound to another key), 4 the key is refused (not
@@ -63,6 +65,15 @@ the home (no link followed, replaced whole, owned by the account), and a line on
 revoke and grace take --term-seconds N: the account's processes get SIGTERM first (a training loop that saves a
 checkpoint on it keeps it into the data window), SIGKILL N seconds later; the door is closed before, so the
 wait ends.
+
+probe-key --key-file F --minutes M | --remove: the hand-over's proof (issue 41). Before the rental clock starts the
+shop logs in as the account, over SSH, SFTP and SCP, with an ed25519 key of its own made for that one proof (it
+never holds the customer's private key). probe-key adds that key as ONE more line after the customer's, in the held
+file and the home's copy: restrict,expiry-time="<now + M minutes>" ssh-ed25519 DATA b200-handover-probe (no pty,
+no forwarding, gone by itself after M minutes, 1 to 60). --remove takes every probe line out again; every other line
+stays byte for byte. Refused (3) for an account that is not ours, being revoked or in its data window; the key file
+is parsed as grant parses it (4 when it is not exactly one ed25519 public key); no link is followed. grant, rekey and
+grace write the customer's key alone, which drops a probe line: --remove after them has nothing to do (idempotent).
 
 --users-prefix DIR works on DIR/etc/{passwd,shadow,group,...} (useradd --prefix) with homes under
 DIR/home and the state under DIR/var/lib: the test suite's sandbox, where revoke sweeps only /tmp,
@@ -847,6 +858,7 @@ def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None
         _other_key_files_remove(ssh_fd)  # a replaced (perhaps leaked) key planted there would still log in
         # The held file is the truth where it exists: the tenant may have written any expiry into its own copy.
         current = held_key_read(users, account) or _read_authorized_keys(ssh_fd) or ""
+        current = without_probe(current)  # a hand-over's probe line left behind is no restriction of the customer's
         if current.strip() and not KEY_LINE.match(current.strip()):
             # A key with other options (restrict, command=...) is limited on purpose: never widened here.
             raise Refused(f"the installed key of {account} carries restrictions: it is not replaced")
@@ -872,6 +884,121 @@ def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None
         "expires": dt.datetime.strptime(expiry, "%Y%m%d%H%M").strftime("%Y-%m-%dT%H:%M:00Z"),
         "changed": changed,
     }
+
+
+# The hand-over's proof (issue 41): the shop logs in as the account before the rental clock starts, with a key of its
+# own made for that one proof (it never holds the customer's private key). Its line sits beside the customer's,
+# limited (restrict: no pty, no forwarding) and short-lived, and is removed after the proof, whatever happened.
+PROBE_COMMENT = "b200-handover-probe"
+PROBE_KEY_TYPE = "ssh-ed25519"
+PROBE_MAX_MINUTES = 60
+
+
+def check_minutes(text: str) -> int:
+    try:
+        minutes = int(text)
+    except ValueError:
+        minutes = 0
+    if not 1 <= minutes <= PROBE_MAX_MINUTES:
+        raise argparse.ArgumentTypeError(f"invalid --minutes {text!r}: a whole number from 1 to {PROBE_MAX_MINUTES}")
+    return minutes
+
+
+def is_probe_line(line: str) -> bool:
+    """A line probe-key wrote (it alone ends with the probe's comment: the tool writes the customer's without one)."""
+    fields = line.split()
+    return len(fields) >= 3 and fields[-1] == PROBE_COMMENT
+
+
+def _key_file_lines(content: str) -> list:
+    """Each line with its own newline (the last one may have none): joined again, the same bytes."""
+    return re.findall(r"[^\n]*\n|[^\n]+\Z", content)
+
+
+def without_probe(content: str) -> str:
+    """The key file without its probe lines, every other line byte for byte."""
+    return "".join(line for line in _key_file_lines(content) if not is_probe_line(line))
+
+
+def probe_expiry(minutes: int) -> str:
+    """OpenSSH's expiry-time counts whole minutes: rounded up, so that the key lives at least `minutes`."""
+    ends = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=minutes, seconds=59)
+    return ends.strftime("%Y%m%d%H%M")
+
+
+def _lines_gone(before: str, after: str) -> int:
+    return len(_key_file_lines(before)) - len(_key_file_lines(after))
+
+
+def probe_key_add(users: Users, account: str, key_file: str, minutes: int) -> dict:
+    """One probe line after the customer's, in the held file and the home's copy (which follows it, as grant writes
+    both); a probe line already there is replaced. The customer's line stays byte for byte."""
+    key_type, data = read_public_key(key_file)
+    if key_type != PROBE_KEY_TYPE:
+        raise KeyRefused(f"the probe key must be an {PROBE_KEY_TYPE} key (the shop makes one for each hand-over)")
+    entry = users.lookup(account)
+    if entry is None:
+        raise Failed(f"the account {account} does not exist on this node: nothing to prove (grant it first)")
+    if not managed(entry):
+        raise Refused(f"the account {account} was not created by this tool: not touching it")
+    if record_read(users, account) is not None:
+        raise Refused(f"the account {account} is being revoked: no probe key")
+    if entry.get("shell") == GRACE_SHELL:
+        raise Refused(f"the account {account} is in its data window (read-only SFTP): no probe key")
+    customer = without_probe(held_key_read(users, account) or "")
+    installed = _installed_key(customer)
+    if installed is None:
+        raise Failed(f"{account} has no customer key installed: nothing to prove (grant it first)")
+    if installed == (key_type, data):
+        raise KeyRefused("the probe key is the customer's own key")
+    expiry = probe_expiry(minutes)
+    line = f'restrict,expiry-time="{expiry}Z" {key_type} {data} {PROBE_COMMENT}\n'
+    content = customer + ("" if customer.endswith("\n") else "\n") + line
+    with _owned_ssh_dir(users.path(entry["home"]), entry) as ssh_fd:  # a link at ~/.ssh is removed, never followed
+        _keys_write(users, ssh_fd, entry, account, content)
+    return {
+        "account": account,
+        "probe_fingerprint": fingerprint(data),
+        "expiry_time": dt.datetime.strptime(expiry, "%Y%m%d%H%M").strftime("%Y-%m-%dT%H:%MZ"),
+    }
+
+
+def probe_key_remove(users: Users, account: str) -> dict:
+    """Every probe line out of the held file and the home's copy, each other line byte for byte. Idempotent: after a
+    grant, rekey or grace (which write the customer's key alone) there is nothing to remove. The home is only read
+    where it is what it should be: a link at ~/.ssh or its key file is left alone, never followed."""
+    entry = users.lookup(account)
+    if entry is None:
+        return {"account": account, "existed": False, "removed": 0}
+    if not managed(entry):
+        raise Refused(f"the account {account} was not created by this tool: not touching it")
+    removed = 0
+    held = held_key_read(users, account)
+    if held:
+        kept = without_probe(held)
+        if kept != held:
+            removed += _lines_gone(held, kept)
+            held_key_write(users, account, kept, entry["gid"])
+    try:
+        home_fd = _open_dir(users.path(entry["home"]))
+    except OSError:  # no home (a revocation under way), or not a real folder
+        return {"account": account, "existed": True, "removed": removed}
+    try:
+        ssh_fd = _open_dir(".ssh", home_fd)
+    except OSError:  # none, or a link (ELOOP) or a file (ENOTDIR): nothing of this tool's there
+        ssh_fd = -1
+    finally:
+        os.close(home_fd)
+    if ssh_fd >= 0:
+        try:
+            current = _read_authorized_keys(ssh_fd) or ""  # "" for a link or a folder there
+            kept = without_probe(current)
+            if kept != current:
+                removed += _lines_gone(current, kept)
+                _write_authorized_keys(ssh_fd, kept, entry["uid"], entry["gid"])
+        finally:
+            os.close(ssh_fd)
+    return {"account": account, "existed": True, "removed": removed}
 
 
 def _status(pid: int) -> dict:
@@ -1372,7 +1499,7 @@ def order_state(users: Users, account: str, state_file: str) -> dict:
 def b200_remove(users: Users, account: str) -> None:
     """The end of the rental: the order's facts go; the command and banner too (a node has one tenant)."""
     for path in (f"{B200_DIR}/orders/{account}.json", B200_WRAPPER, B200_WELCOME):
-        with contextlib.suppress(FileNotFoundError):
+        if os.path.lexists(users.path(path)):  # (a read-only /etc answers EROFS even for a file it lacks)
             os.unlink(users.path(path))
     shutil.rmtree(users.path(f"{B200_DIR}/tool"), ignore_errors=True)
 
@@ -1564,7 +1691,8 @@ def sshd_check(users: Users, account: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="access.py", description="Per-order SSH access on this node.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("grant", "revoke", "show", "rekey", "grace", "sshd-check", "notice", "order-state", "b200-install"):
+    names = ("grant", "revoke", "show", "rekey", "grace", "sshd-check", "notice", "order-state", "b200-install")
+    for name in (*names, "probe-key"):
         command = commands.add_parser(name)
         command.add_argument("--account", required=name != "b200-install", type=check_account)
         command.add_argument("--users-prefix", default="", help="work on DIR/etc and DIR/home (test sandbox)")
@@ -1590,12 +1718,19 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--expires", required=True, type=parse_expires, help="ISO 8601, with a zone")
         if name == "grace":
             command.add_argument("--until", required=True, type=parse_expires, help="ISO 8601, with a zone")
+        if name == "probe-key":
+            adds = command.add_mutually_exclusive_group(required=True)
+            adds.add_argument("--key-file", help="the hand-over's probe key, one ed25519 public key")
+            adds.add_argument("--remove", action="store_true", help="remove every probe line (idempotent)")
+            command.add_argument("--minutes", type=check_minutes, help="how long the probe key lives (1-60)")
         if name == "rekey":
             command.add_argument("--key-file", required=True, help="the customer's new OpenSSH public key")
             command.add_argument(
                 "--expires", type=parse_expires, help="ISO 8601, with a zone (default: the installed key's expiry-time)"
             )
     args = parser.parse_args(argv)
+    if args.command == "probe-key" and (args.minutes is None) != bool(args.remove):
+        parser.error("probe-key: --key-file needs --minutes; --remove takes none")
     try:
         if os.geteuid() != 0 and args.command != "show":
             raise Failed("must run as root")
@@ -1614,6 +1749,10 @@ def main(argv: list[str] | None = None) -> int:
             report = rekey(users, args.account, args.key_file, args.expires)
         elif args.command == "revoke":
             report = revoke(users, args.account, args.scratch, args.term_seconds)
+        elif args.command == "probe-key" and args.remove:
+            report = probe_key_remove(users, args.account)
+        elif args.command == "probe-key":
+            report = probe_key_add(users, args.account, args.key_file, args.minutes)
         elif args.command == "sshd-check":
             report = sshd_check(users, args.account)
         else:
