@@ -403,6 +403,10 @@ class MoveStatus(models.TextChoices):
     NO_NODE = "no_node", pgettext_lazy("staff", "no spare node free")
 
 
+# A move still under way: at most one per node (the moves' writer checks it), announced to its tenant.
+OPEN_MOVES = (MoveStatus.REQUESTED, MoveStatus.PREPARING, MoveStatus.COPYING, MoveStatus.HANDING_OVER)
+
+
 class NodeMove(models.Model):
     """An operator's move of a rental from a degraded or failed node to a spare one: the spare is prepared
     with the order's preparation and preflight (`run`), the tenant's home and scratch checkpoints are copied

@@ -32,8 +32,10 @@ from orders.outbox import email_enqueue
 from provisioning.access import access_withdraw_request
 from provisioning.data_window import data_until
 from provisioning.downtime import downtime_episode_close
+from provisioning.end_notice import move_notice_queue
 from provisioning.manifest import manifest_change
 from provisioning.models import (
+    OPEN_MOVES,
     AccessGrant,
     MoveStatus,
     Node,
@@ -51,7 +53,6 @@ log = logging.getLogger(__name__)
 M = MoveStatus
 # A rented node may be moved away from while it is failing its health probe or an operator marked it failed.
 MOVABLE_STATES = (NodeState.DEGRADED, NodeState.FAILED)
-OPEN_MOVES = (M.REQUESTED, M.PREPARING, M.COPYING, M.HANDING_OVER)
 
 MOVE_TRANSITIONS: dict[str, frozenset[str]] = {
     # A spare is taken at once, or none is free; an order that stopped being active meanwhile ends it.
@@ -151,6 +152,7 @@ def _spare_take(*, move: NodeMove, order: Order, actor: str, now: dt.datetime) -
     move_transition(
         move=move, to=M.PREPARING, actor=actor, reason=f"preparing {spare.name}", now=now, to_node=spare, run=run
     )
+    move_notice_queue(move=move, now=now)  # the tenant saves its work before the copy (issue 41): sent first
     job_enqueue(JobKind.NODE_MOVE, move_id=move.pk)
     return True
 

@@ -149,8 +149,8 @@ def access_state_task(order_id: int) -> int:
     retry_backoff_max=120,
     max_retries=5,
 )
-def access_notice_task(grant_id: int, ends_at: str) -> bool:
-    return notice_on_node(grant_id=grant_id, ends_at=ends_at)
+def access_notice_task(grant_id: int, ends_at: str, reason: str = "end") -> bool:
+    return notice_on_node(grant_id=grant_id, ends_at=ends_at, reason=reason)
 
 
 @shared_task(acks_late=True)

@@ -64,6 +64,9 @@ def test_files_the_copy_left_behind_stay_on_the_old_node_until_a_person_releases
     assert move.copy_report["complete"] is False
     assert (private_sshd.home(account) / "ckpt.pt").read_bytes() == checkpoint
     assert not Job.objects.filter(kind=JobKind.NODE_MOVE_REVOKE).exists()
+    # (and when the move started, the tenant there was told, so that it could save its work: issue 41)
+    notice = json.loads((private_sshd.home(account) / ".b200" / "notice.json").read_text())
+    assert notice["reason"] == "move" and notice["seconds_left"] > 0
     # And there the tenant is stopped, and its key reads the files over SFTP only, until the rental's end
     old_grant = AccessGrant.objects.handed_over().get(order=order, node=node_a)
     order.refresh_from_db()
