@@ -55,7 +55,8 @@ def notices_send(now: dt.datetime) -> int:
 def typical_preparation_seconds() -> int:
     """The median of the last passed preparations, start to end (END_NOTICE_MINUTES when none was measured)."""
     runs = PreparationRun.objects.filter(status=RunStatus.PASSED, started_at__isnull=False, finished_at__isnull=False)
-    took = sorted((run.finished_at - run.started_at).total_seconds() for run in runs.order_by("-finished_at")[:20])
+    spans = runs.order_by("-finished_at").values_list("started_at", "finished_at")[:20]
+    took = sorted((end - start).total_seconds() for start, end in spans if start and end)
     return int(took[len(took) // 2]) if took else settings.END_NOTICE_MINUTES * 60
 
 
