@@ -203,6 +203,13 @@ class CeleryWorker:
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def email_subjects(self) -> list[str]:
+        """The subject of each email sent, one per message: Django's file backend names a file by the second and
+        the id of its connection, so two messages sent in the same second can share one file."""
+        texts = (path.read_text(errors="replace") for path in self.emails.glob("*.log"))
+        lines = (line for text in texts for line in text.splitlines())
+        return [line.removeprefix("Subject: ") for line in lines if line.startswith("Subject: ")]
+
     def wait_for(self, condition, what: str, seconds: float = 30.0):
         """Poll `condition` until it is truthy; fail with the worker's output if it is not in time."""
         return wait_while_running(self.process, condition, what, seconds, lambda: self.output()[-6000:], self.name)

@@ -51,8 +51,7 @@ def workers(settings, tmp_path):
 
 
 def confirmed_emails(worker: CeleryWorker) -> list[str]:
-    texts = [path.read_text(errors="replace") for path in worker.emails.glob("*.log")]
-    return [text for text in texts if "payment confirmed" in text]
+    return [subject for subject in worker.email_subjects() if "payment confirmed" in subject]
 
 
 @worker_test

@@ -68,7 +68,7 @@ def test_i_have_paid_is_checked_by_a_worker_through_redis_and_the_order_is_paid(
     assert JobKind.NOTICE_VERIFY in payments_worker.output()
     # And the worker emailed the customer that the payment is confirmed
     payments_worker.wait_for(
-        lambda: any("payment confirmed" in f.read_text() for f in payments_worker.emails.glob("*.log")),
+        lambda: any("payment confirmed" in subject for subject in payments_worker.email_subjects()),
         "no 'payment confirmed' email was written",
     )
 
