@@ -46,10 +46,7 @@ TEST_WORKERS ?= 4
 # one (`.ci/run` sets it), that server.
 WITH_POSTGRES := $(BIN)/python scripts/with_postgres.py
 
-test: $(VENV)/.test-deps node_modules/.deps messages
-	$(BIN)/ruff check .
-	$(BIN)/lint-imports
-	$(BIN)/python scripts/mypy_baseline.py
+test: lint node_modules/.deps messages
 	$(WITH_POSTGRES) $(BIN)/python -m pytest -n $(TEST_WORKERS) --ignore=tests/browser $(PYTEST_ARGS)
 	# The browser journey in its own process: its live server and flushed database stay apart.
 	$(WITH_POSTGRES) $(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
@@ -72,6 +69,7 @@ bench: $(VENV)/.test-deps node_modules/.deps
 # writes what shrank. orders/ and payments/ are checked strictly ([tool.mypy] in pyproject.toml).
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/mypy_baseline.py
 

@@ -532,9 +532,7 @@ def main() -> None:
                     gunicorn_pid=gunicorn.pid, monitor=monitor, database=run.database, own_backend=own_backend
                 )
                 for mode in args.modes:
-                    measured[mode] = run_mode(
-                        mode, args=args, port=port, work=run.work, meter=meter, trickle=trickle
-                    )
+                    measured[mode] = run_mode(mode, args=args, port=port, work=run.work, meter=meter, trickle=trickle)
                     result = measured[mode]
                     print(
                         f"  {mode}: {result['requests']} requests, statuses {result['statuses']}, "

@@ -133,9 +133,7 @@ def profile_endpoints(args) -> None:
         out = io.StringIO()
         order = os.environ.get("PROFILE_SORT", "cumulative")
         pstats.Stats(profiler, stream=out).sort_stats(order).print_stats(args.top)
-        print(
-            f"\n===== {label}: {plain_ms:.2f} ms/request ({per_request_ms:.2f} profiled), {queries} queries ====="
-        )
+        print(f"\n===== {label}: {plain_ms:.2f} ms/request ({per_request_ms:.2f} profiled), {queries} queries =====")
         print(out.getvalue())
 
 

@@ -63,13 +63,25 @@ SCENARIOS = [("idle", 0, 0), ("10 token orders", 10, 0), ("10 orders, 2 in coin"
 # Published weights per call: Alchemy compute units, Infura credits (eth_getTransactionCount is in neither
 # table we read: priced as eth_getBalance).
 ALCHEMY_CU = {
-    "eth_blockNumber": 10, "eth_chainId": 0, "eth_getBlockByNumber": 20, "eth_getLogs": 60, "eth_getBalance": 20,
-    "eth_getTransactionCount": 20, "eth_getTransactionReceipt": 20, "debug_traceTransaction": 40,
+    "eth_blockNumber": 10,
+    "eth_chainId": 0,
+    "eth_getBlockByNumber": 20,
+    "eth_getLogs": 60,
+    "eth_getBalance": 20,
+    "eth_getTransactionCount": 20,
+    "eth_getTransactionReceipt": 20,
+    "debug_traceTransaction": 40,
     "debug_traceBlockByNumber": 40,
 }
 INFURA_CREDITS = {
-    "eth_blockNumber": 80, "eth_chainId": 5, "eth_getBlockByNumber": 80, "eth_getLogs": 255, "eth_getBalance": 80,
-    "eth_getTransactionCount": 80, "eth_getTransactionReceipt": 80, "debug_traceTransaction": 1000,
+    "eth_blockNumber": 80,
+    "eth_chainId": 5,
+    "eth_getBlockByNumber": 80,
+    "eth_getLogs": 255,
+    "eth_getBalance": 80,
+    "eth_getTransactionCount": 80,
+    "eth_getTransactionReceipt": 80,
+    "debug_traceTransaction": 1000,
     "debug_traceBlockByNumber": 1000,
 }
 INFURA_PLANS = [("Free", 3_000_000), ("Developer", 15_000_000), ("Team", 75_000_000)]  # credits a day
@@ -163,8 +175,12 @@ def ten_minutes(lab: Lab, *, slug: str, orders: int, in_coin: int, interval: int
     transactions_bytes = proxy.full_blocks * txs_per_block * lab.tx_bytes  # what anvil's empty blocks lack
     calls_per_pass = sum(proxy.methods.values()) / passes
     bytes_per_pass = (proxy.answer_bytes + transactions_bytes) / passes
-    print(f"  {slug}, {orders} orders ({in_coin} in coin), every {interval} s: {calls_per_pass:.1f} calls and "
-          f"{bytes_per_pass / 1000:.1f} kB a pass", file=sys.stderr, flush=True)
+    print(
+        f"  {slug}, {orders} orders ({in_coin} in coin), every {interval} s: {calls_per_pass:.1f} calls and "
+        f"{bytes_per_pass / 1000:.1f} kB a pass",
+        file=sys.stderr,
+        flush=True,
+    )
     return {
         "network": slug,
         "orders": orders,
@@ -217,14 +233,30 @@ def report(rows: list[dict], tx_bytes: int) -> None:
     print(f"Per network, a pass and a day (an ERC-20 transfer is {tx_bytes} bytes of JSON in a full block)\n")
     print(
         markdown_table(
-            ["every", "scenario", "network", "calls a pass", "kB a pass", "calls", "full blocks", "MB", "Alchemy CU",
-             "Infura credits"],
+            [
+                "every",
+                "scenario",
+                "network",
+                "calls a pass",
+                "kB a pass",
+                "calls",
+                "full blocks",
+                "MB",
+                "Alchemy CU",
+                "Infura credits",
+            ],
             [
                 [
-                    f"{r['interval_seconds']} s", names[(r["orders"], r["in_coin"])], r["network"],
-                    f"{r['calls_per_pass']:,}", f"{r['bytes_per_pass'] / 1000:,.1f}", f"{r['calls_per_day']:,}",
-                    f"{r['full_blocks_per_day']:,}", f"{r['mb_per_day']:,}",
-                    f"{r['alchemy_cu_per_day']:,}", f"{r['infura_credits_per_day']:,}",
+                    f"{r['interval_seconds']} s",
+                    names[(r["orders"], r["in_coin"])],
+                    r["network"],
+                    f"{r['calls_per_pass']:,}",
+                    f"{r['bytes_per_pass'] / 1000:,.1f}",
+                    f"{r['calls_per_day']:,}",
+                    f"{r['full_blocks_per_day']:,}",
+                    f"{r['mb_per_day']:,}",
+                    f"{r['alchemy_cu_per_day']:,}",
+                    f"{r['infura_credits_per_day']:,}",
                 ]
                 for r in rows
             ],
@@ -245,8 +277,14 @@ def report(rows: list[dict], tx_bytes: int) -> None:
             ["every", "scenario", "calls", "MB", "Alchemy CU", "Alchemy $/month", "Infura credits", "Infura plan"],
             [
                 [
-                    f"{interval} s", name, f"{t['calls']:,}", f"{t['mb']:,.0f}", f"{t['cu']:,}",
-                    f"{t['cu'] * 30 / 1e6 * 0.45:,.0f}", f"{t['credits']:,}", infura_plan(t["credits"]),
+                    f"{interval} s",
+                    name,
+                    f"{t['calls']:,}",
+                    f"{t['mb']:,.0f}",
+                    f"{t['cu']:,}",
+                    f"{t['cu'] * 30 / 1e6 * 0.45:,.0f}",
+                    f"{t['credits']:,}",
+                    infura_plan(t["credits"]),
                 ]
                 for (interval, name), t in totals.items()
             ],

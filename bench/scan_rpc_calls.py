@@ -197,7 +197,14 @@ def report(by_orders: list[dict], by_logs: list[dict], latencies: list[dict]) ->
     print(
         markdown_table(
             [
-                "open orders", "logs", "JSON-RPC calls", "HTTP requests", "bytes", "blocks", "credited", "pass (s)",
+                "open orders",
+                "logs",
+                "JSON-RPC calls",
+                "HTTP requests",
+                "bytes",
+                "blocks",
+                "credited",
+                "pass (s)",
                 "x 1 order",
             ],
             [

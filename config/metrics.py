@@ -89,7 +89,8 @@ def _shop(now: dt.datetime) -> Iterator[Metric]:
         value=paid_waiting_on_person_seconds(now),
     )
     yield GaugeMetricFamily(
-        "outbox_emails_pending", "Customer emails stored and not sent yet.",
+        "outbox_emails_pending",
+        "Customer emails stored and not sent yet.",
         value=OutgoingEmail.objects.filter(sent_at__isnull=True).count(),
     )
 
@@ -126,7 +127,8 @@ def _payments(now: dt.datetime) -> Iterator[Metric]:
         "payments_scan_last_success_timestamp_seconds", "When the last complete scan pass ended.", labels=label
     )
     up = GaugeMetricFamily(
-        "payments_network_up", "1 when the last contact with the network's RPC worked, 0 when it failed.",
+        "payments_network_up",
+        "1 when the last contact with the network's RPC worked, 0 when it failed.",
         labels=label,
     )
     errors = CounterMetricFamily(
@@ -188,9 +190,7 @@ def _provisioning() -> Iterator[Metric]:
     for state, n in _counts(Node.objects.all(), "state", NodeState.values).items():
         nodes.add_metric([state], n)
     yield nodes
-    runs = CounterMetricFamily(
-        "provisioning_preparations", "Preparation runs finished, by result.", labels=["result"]
-    )
+    runs = CounterMetricFamily("provisioning_preparations", "Preparation runs finished, by result.", labels=["result"])
     finished = _counts(PreparationRun.objects.all(), "status", FINISHED_RUN_STATUSES, tally="provisioning_preparations")
     for result, n in finished.items():
         runs.add_metric([result], n)

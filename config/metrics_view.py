@@ -27,8 +27,15 @@ TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 # The headers proxies add (each proxy adds its own choice of them: any one is enough to mark the request as
 # proxied); every X-Forwarded-* header counts too.
 PROXY_HEADERS = (
-    "HTTP_FORWARDED", "HTTP_VIA", "HTTP_X_REAL_IP", "HTTP_X_CLIENT_IP", "HTTP_TRUE_CLIENT_IP",
-    "HTTP_CF_CONNECTING_IP", "HTTP_FASTLY_CLIENT_IP", "HTTP_X_CLUSTER_CLIENT_IP", "HTTP_X_ORIGINAL_FORWARDED_FOR",
+    "HTTP_FORWARDED",
+    "HTTP_VIA",
+    "HTTP_X_REAL_IP",
+    "HTTP_X_CLIENT_IP",
+    "HTTP_TRUE_CLIENT_IP",
+    "HTTP_CF_CONNECTING_IP",
+    "HTTP_FASTLY_CLIENT_IP",
+    "HTTP_X_CLUSTER_CLIENT_IP",
+    "HTTP_X_ORIGINAL_FORWARDED_FOR",
 )
 PROXY_HEADER_PREFIX = "HTTP_X_FORWARDED_"
 
@@ -72,8 +79,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
     if not token and not is_loopback_client(request):
-        return HttpResponse("Only loopback clients, unless METRICS_TOKEN is set.\n", status=403,
-                            content_type="text/plain")
+        return HttpResponse(
+            "Only loopback clients, unless METRICS_TOKEN is set.\n", status=403, content_type="text/plain"
+        )
     response = HttpResponse(generate_latest(registry()), content_type=TEXT_FORMAT)
     response["Cache-Control"] = "no-store"
     return response

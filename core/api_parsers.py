@@ -43,4 +43,3 @@ class JSONParser(parsers.JSONParser):
             return super().parse(io.BytesIO(body), media_type, parser_context)
         except RecursionError:  # a lower recursion limit than the depth check allows for
             raise ParseError(_("JSON parse error: the body is nested too deeply.")) from None
-

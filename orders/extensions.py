@@ -53,8 +53,14 @@ def extension_transition(
     """Validate against the table, save the status alone, record who/when/from/to/why; True if it moved.
     A non-change is a no-op. The caller holds the order's row lock (extensions move under their order)."""
     return status_move(
-        row=extension, to=to, table=EXTENSION_TRANSITIONS, event_model=ExtensionEvent, link="extension",
-        actor=actor, reason=reason, now=now,
+        row=extension,
+        to=to,
+        table=EXTENSION_TRANSITIONS,
+        event_model=ExtensionEvent,
+        link="extension",
+        actor=actor,
+        reason=reason,
+        now=now,
     )
 
 
@@ -108,7 +114,11 @@ def extension_open(*, order: Order, duration_days: int, price_per_lot_usd, total
         created_at=now,
     )
     ExtensionEvent.objects.create(
-        extension=extension, created_at=now, from_status="", to_status=E.AWAITING_PAYMENT, actor="customer",
+        extension=extension,
+        created_at=now,
+        from_status="",
+        to_status=E.AWAITING_PAYMENT,
+        actor="customer",
         reason=f"{duration_days} more days asked for",
     )
     return extension

@@ -53,8 +53,16 @@ def order_transition(*, order: Order, to: str, actor: str, reason: str = "", now
     moved, False (nothing written) when the order is there already. The caller holds the row lock."""
     now = now or timezone.now()
     moved = status_move(
-        row=order, to=to, table=ORDER_TRANSITIONS, event_model=OrderEvent, link="order", actor=actor,
-        reason=reason, now=now, label=f"order {order.reference}", also={"updated_at": now},
+        row=order,
+        to=to,
+        table=ORDER_TRANSITIONS,
+        event_model=OrderEvent,
+        link="order",
+        actor=actor,
+        reason=reason,
+        now=now,
+        label=f"order {order.reference}",
+        also={"updated_at": now},
     )
     if moved:
         order_staff_notify(order=order, to=to, reason=reason)  # paid, in review, failed: staff are told, once

@@ -84,9 +84,7 @@ def parse_ssh_public_key(text: str) -> SshPublicKey:
     bits = _key_bits(key_type, f"{key_type} {data}")
     fingerprint = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
     line = f"{key_type} {data}" + (f" {comment}" if comment else "")
-    return SshPublicKey(
-        key_type=key_type, data=data, bits=bits, comment=comment, fingerprint=fingerprint, line=line
-    )
+    return SshPublicKey(key_type=key_type, data=data, bits=bits, comment=comment, fingerprint=fingerprint, line=line)
 
 
 def _sanitised_comment(text: str) -> str:

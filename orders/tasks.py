@@ -31,7 +31,9 @@ def email_send_task(email_id: int) -> bool:
 
 @job_task(
     kind=JobKind.STAFF_EMAIL,
-    acks_late=True, autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError), retry_backoff=True,
+    acks_late=True,
+    autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError),
+    retry_backoff=True,
     max_retries=8,
 )
 def staff_email_task(subject: str, body: str, recipients: list[str]) -> int:

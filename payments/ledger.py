@@ -47,8 +47,18 @@ _CREDIT = ("block_timestamp", "kind", "chain_id", "token_contract", "amount_base
 COLUMNS_READ = {
     "credit": _CREDIT,
     "gas": _CREDIT,
-    "refund": ("sent_at", "network__slug", "symbol", "decimals", "token_contract", "amount_base_units", "tx_hash",
-               "block_number", "to_address", *_PAYMENT),  # fmt: skip
+    "refund": (
+        "sent_at",
+        "network__slug",
+        "symbol",
+        "decimals",
+        "token_contract",
+        "amount_base_units",
+        "tx_hash",
+        "block_number",
+        "to_address",
+        *_PAYMENT,
+    ),  # fmt: skip
     "sweep": _OUTFLOW,
     "unexpected_outflow": _OUTFLOW,
 }
@@ -57,9 +67,10 @@ COLUMNS_READ = {
 def _credit_row(credit: dict[str, Any]) -> dict[str, Any]:
     decimals = credit["asset__decimals"]
     contract = credit["token_contract"]
-    own = credit["chain_id"] == credit["payment__chain_id"] and contract.lower() == (
-        credit["payment__contract"] or ""
-    ).lower()
+    own = (
+        credit["chain_id"] == credit["payment__chain_id"]
+        and contract.lower() == (credit["payment__contract"] or "").lower()
+    )
     whole = Decimal(format_units(int(credit["amount_base_units"]), decimals)) if decimals is not None else None
     return {
         "time": credit["block_timestamp"],
@@ -140,6 +151,8 @@ def kind_label(kind: str) -> str:
 def _assets_by_contract() -> dict[tuple[int, str], Asset]:
     """The assets the shop sells by (chain, contract): what names a sweep's or an outflow's token."""
     return {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
+
+
 CHUNK = 2_000  # rows read from the database at a time, per kind
 LEDGER_DEFAULT_DAYS = 31  # the CSV without a range: the last month, not every movement ever
 

@@ -44,8 +44,14 @@ def payment_transition(*, payment: PaymentRequest, to: str, actor: str, reason: 
     A non-change is a no-op (False, no event row): the verifier recomputes a payment as often as it likes.
     The caller holds the payment's row lock, in the transaction the event row joins."""
     return status_move(
-        row=payment, to=to, table=PAYMENT_TRANSITIONS, event_model=PaymentEvent, link="payment",
-        actor=actor, reason=reason, now=now,
+        row=payment,
+        to=to,
+        table=PAYMENT_TRANSITIONS,
+        event_model=PaymentEvent,
+        link="payment",
+        actor=actor,
+        reason=reason,
+        now=now,
     )
 
 

@@ -542,7 +542,8 @@ class Credit(models.Model):
             ),
             # and the shop's own gas top-ups, a kind of their own there: the few, not every credit filtered
             models.Index(
-                fields=["block_timestamp", "tx_hash"], condition=Q(kind="gas", removed_at__isnull=True),
+                fields=["block_timestamp", "tx_hash"],
+                condition=Q(kind="gas", removed_at__isnull=True),
                 name="credit_gas_ledger_order",
             ),  # fmt: skip
         ]

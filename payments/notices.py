@@ -62,4 +62,3 @@ def payment_notice_submit(*, order: Order, tx_hash: str = "", language: str = ""
         # With the broker down the notices and their job are kept: beat sends the check once the broker is back.
         job_enqueue(NOTICE_VERIFY, notice_id=notice.pk, **({"more_notice_ids": more} if more else {}))
     return notice
-

@@ -79,27 +79,43 @@ def _classify(payment: PaymentRequest, transfer: Transfer, key: dict[str, Any], 
         if refund is not None:
             Refund.objects.filter(pk=refund.pk).update(tx_hash=key["tx_hash"], block_number=transfer.block_number)
             refund_transition(refund=refund, to=R.SENT, actor=ACTOR, reason=f"tx {key['tx_hash']}", now=now)
-            payment_note(payment=payment, actor=ACTOR, now=now, reason=f"{REFUND_SENT}: refund {refund.pk}, "
-                         f"{_what(transfer)}")
+            payment_note(
+                payment=payment, actor=ACTOR, now=now, reason=f"{REFUND_SENT}: refund {refund.pk}, {_what(transfer)}"
+            )
             return REFUND_SENT
         treasury = treasury_address(network)
         if treasury and transfer.recipient == treasury:
             Sweep.objects.create(
-                **key, payment=payment, network=network, token_contract=transfer.token, to_address=transfer.recipient,
-                amount_base_units=transfer.amount, block_number=transfer.block_number, block_hash=transfer.block_hash,
+                **key,
+                payment=payment,
+                network=network,
+                token_contract=transfer.token,
+                to_address=transfer.recipient,
+                amount_base_units=transfer.amount,
+                block_number=transfer.block_number,
+                block_hash=transfer.block_hash,
                 created_at=now,
             )
             payment_note(payment=payment, actor=ACTOR, now=now, reason=f"{SWEPT}: {_what(transfer)}")
             return SWEPT
         outflow = UnexpectedOutflow.objects.create(
-            **key, payment=payment, network=network, token_contract=transfer.token, to_address=transfer.recipient,
-            amount_base_units=transfer.amount, block_number=transfer.block_number, created_at=now,
+            **key,
+            payment=payment,
+            network=network,
+            token_contract=transfer.token,
+            to_address=transfer.recipient,
+            amount_base_units=transfer.amount,
+            block_number=transfer.block_number,
+            created_at=now,
         )
         payment_note(payment=payment, actor=ACTOR, now=now, reason=f"{UNEXPECTED}: {_what(transfer)}")
         outflow.payment, outflow.network = payment, network
         subject, body = outflow_alert_text(outflow)
         staff_notify(
-            roles=ALERT_ROLES, extra=settings.STAFF_ALERT_EMAILS, subject=subject, body=body,
+            roles=ALERT_ROLES,
+            extra=settings.STAFF_ALERT_EMAILS,
+            subject=subject,
+            body=body,
             link=reverse("provisioning:console"),
         )
         log.error("%s: unexpected outflow from %s: %s", network.slug, payment.address, _what(transfer))
@@ -134,9 +150,7 @@ def _matching_refund(payment: PaymentRequest, transfer: Transfer) -> Refund | No
     return None
 
 
-def outflows_reconfirm(
-    *, network: Network, client: RpcClient, head: int, final: int | None, now: dt.datetime
-) -> int:
+def outflows_reconfirm(*, network: Network, client: RpcClient, head: int, final: int | None, now: dt.datetime) -> int:
     """Sent refunds and sweeps not final yet: one batch of receipts (no call when there are none). Final by the
     network's rule: a refund is confirmed (the customer is emailed), a sweep marked final. A transaction a
     reorg took away sends its refund back to approved, and marks its sweep removed. Returns how many changed."""

@@ -62,8 +62,15 @@ def refund_transition(*, refund: Refund, to: str, actor: str, reason: str, now: 
     now = now or timezone.now()
     first_sent = to in (RefundStatus.SENT, RefundStatus.CONFIRMED) and refund.sent_at is None
     return status_move(
-        row=refund, to=to, table=REFUND_TRANSITIONS, event_model=RefundEvent, link="refund",
-        actor=actor, reason=reason, now=now, also={"sent_at": now} if first_sent else None,
+        row=refund,
+        to=to,
+        table=REFUND_TRANSITIONS,
+        event_model=RefundEvent,
+        link="refund",
+        actor=actor,
+        reason=reason,
+        now=now,
+        also={"sent_at": now} if first_sent else None,
     )
 
 
@@ -71,7 +78,8 @@ def _reason(payment: PaymentRequest, entry: dict[str, Any]) -> str:
     """Why one entry of `refunds_due` goes back: the payment's own asset (an excess, or late money), another
     asset or network, or everything of an order that will not be served."""
     credits = [
-        credit for credit in payment.credits.on_chain()
+        credit
+        for credit in payment.credits.on_chain()
         if (credit.chain_id, credit.token_contract or "") == (entry["chain_id"], entry["contract"] or "")
     ]
     if any(credit.kind in (CreditKind.WRONG_ASSET, CreditKind.WRONG_NETWORK) for credit in credits):
@@ -326,7 +334,10 @@ def refund_address_give(*, order_id: int, refund_id: int, address: str) -> Refun
         moved = refund_transition(refund=refund, to=R.PENDING_APPROVAL, actor="customer", reason=f"address {checked}")
         if not moved:  # a new address for a refund already waiting: the reviewer sees it in its history
             RefundEvent.objects.create(
-                refund=refund, from_status=refund.status, to_status=refund.status, actor="customer",
+                refund=refund,
+                from_status=refund.status,
+                to_status=refund.status,
+                actor="customer",
                 reason=f"address changed to {checked}",
             )
     return refund

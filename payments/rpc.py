@@ -99,7 +99,6 @@ class _BatchSizes:
             self._sizes[key] = min(self._sizes.get(key, smaller), smaller)
         return smaller
 
-
     def forget(self) -> None:
         """No size known (tests: what one learnt never reaches the next)."""
         with self._lock:
@@ -187,9 +186,7 @@ REVERTED = re.compile(r"revert", re.I)
 
 
 def _about_the_call(message: str) -> bool:
-    return any(
-        pattern.search(message) for pattern in (REVERTED, RANGE_REFUSED, RESPONSE_TOO_LARGE, RATE_LIMIT_MESSAGE)
-    )
+    return any(pattern.search(message) for pattern in (REVERTED, RANGE_REFUSED, RESPONSE_TOO_LARGE, RATE_LIMIT_MESSAGE))
 
 
 def _raise_if_refused(payload: Any, body: Any) -> None:

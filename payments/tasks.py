@@ -92,7 +92,9 @@ def notice_verify_task(notice_id: int, more_notice_ids: list[int] | None = None)
 
 @job_task(
     kind=JobKind.OUTFLOW_ALERT,
-    acks_late=True, autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError), retry_backoff=True,
+    acks_late=True,
+    autoretry_for=(smtplib.SMTPException, ConnectionError, TimeoutError),
+    retry_backoff=True,
     max_retries=8,
 )
 def outflow_alert_task(outflow_id: int) -> int:

@@ -172,8 +172,12 @@ def _planned_record(
         PaymentRequest.objects.filter(pk__in=payment_ids).update(plan_watch_until=until)
         RefundEvent.objects.bulk_create(
             RefundEvent(
-                refund=refund, created_at=now, from_status=refund.status, to_status=refund.status,
-                actor="treasury plan", reason=f"{REFUND_PLANNED} of {network.slug}",
+                refund=refund,
+                created_at=now,
+                from_status=refund.status,
+                to_status=refund.status,
+                actor="treasury plan",
+                reason=f"{REFUND_PLANNED} of {network.slug}",
             )
             for refund in refunds
         )

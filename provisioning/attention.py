@@ -150,13 +150,18 @@ def needs_attention() -> list[Attention]:
             "address": outflow.to_address,
             "tx": outflow.tx_hash,
         }
-        items.append(Attention("outflow", outflow.payment.order.reference, detail, outflow.created_at,
-                               console + "#outflows-title"))
+        items.append(
+            Attention(
+                "outflow", outflow.payment.order.reference, detail, outflow.created_at, console + "#outflows-title"
+            )
+        )
     # An extension's payment in review: its order stays active meanwhile, so it is found by the extension.
     review = ExtensionStatus.NEEDS_REVIEW
     entered = _entered(ExtensionEvent.objects.filter(extension=OuterRef("pk")), "to_status", review)
-    extensions = Extension.objects.filter(status=review).select_related("order").prefetch_related(
-        Prefetch("payment", queryset=_with_evidence())
+    extensions = (
+        Extension.objects.filter(status=review)
+        .select_related("order")
+        .prefetch_related(Prefetch("payment", queryset=_with_evidence()))
     )
     for extension in extensions.annotate(since=Coalesce(entered, F("created_at"))):
         evidence = payment_evidence(extension.payment, getattr(extension.payment, "shown", None))
@@ -184,8 +189,11 @@ def _moves_stuck(console: str) -> list[Attention]:
     """A move that ended without a spare while the rental is still on its old node (provisioning.moves)."""
     return [
         Attention(
-            "move", move.order.reference, f"{move.from_node.name}: {move.get_status_display()}; {move.error[:200]}",
-            move.finished_at or move.created_at, console + "#moves-title",
+            "move",
+            move.order.reference,
+            f"{move.from_node.name}: {move.get_status_display()}; {move.error[:200]}",
+            move.finished_at or move.created_at,
+            console + "#moves-title",
         )
         for move in moves_waiting()
     ]

@@ -86,8 +86,17 @@ def move_transition(
     if to in MOVE_OUTCOMES:
         also["finished_at"] = now
     return status_move(
-        row=move, to=to, table=MOVE_TRANSITIONS, event_model=NodeMoveEvent, link="move", actor=actor,
-        reason=reason, now=now, label=f"move {move.pk}", own_transaction=True, also=also,
+        row=move,
+        to=to,
+        table=MOVE_TRANSITIONS,
+        event_model=NodeMoveEvent,
+        link="move",
+        actor=actor,
+        reason=reason,
+        now=now,
+        label=f"move {move.pk}",
+        own_transaction=True,
+        also=also,
     )
 
 
@@ -138,7 +147,11 @@ def _spare_take(*, move: NodeMove, order: Order, actor: str, now: dt.datetime) -
         (reservation,) = capacity.reserve_lots(order=order, lots=1, expires_at=None, now=now)
     except capacity.SoldOut:
         move_transition(
-            move=move, to=M.NO_NODE, actor="system", reason="no spare node is free", now=now,
+            move=move,
+            to=M.NO_NODE,
+            actor="system",
+            reason="no spare node is free",
+            now=now,
             error="no spare node is free: add or recheck a node, then move again",
         )
         email_enqueue(order_id=order.pk, name="node_move_waiting", params={"move_id": move.pk})
@@ -146,8 +159,11 @@ def _spare_take(*, move: NodeMove, order: Order, actor: str, now: dt.datetime) -
     spare = reservation.node
     run = PreparationRun.objects.create(order=order, node=spare, requested_by=actor)
     nodes_transition(
-        node_ids=[spare.pk], to=NodeState.PREPARING, actor="system",
-        reason=f"preparing {order.reference} in place of {move.from_node.name}", now=now,
+        node_ids=[spare.pk],
+        to=NodeState.PREPARING,
+        actor="system",
+        reason=f"preparing {order.reference} in place of {move.from_node.name}",
+        now=now,
     )
     move_transition(
         move=move, to=M.PREPARING, actor=actor, reason=f"preparing {spare.name}", now=now, to_node=spare, run=run
@@ -195,12 +211,19 @@ def _after_run(*, move_id: int, run: PreparationRun) -> None:
             return  # another attempt moved it on
         if order.status != OrderStatus.ACTIVE:
             _spare_free(order=order, spare=spare, now=now, reason=f"{order.reference} is no longer active")
-            move_transition(move=move, to=M.FAILED, actor="system", reason="the rental ended meanwhile", now=now,
-                            error=f"order {order.reference} is {order.status}")
+            move_transition(
+                move=move,
+                to=M.FAILED,
+                actor="system",
+                reason="the rental ended meanwhile",
+                now=now,
+                error=f"order {order.reference} is {order.status}",
+            )
             return
         if run.status == RunStatus.PASSED:
-            move_transition(move=move, to=M.COPYING, actor="system", reason=f"{spare.name} passed its preflight",
-                            now=now)
+            move_transition(
+                move=move, to=M.COPYING, actor="system", reason=f"{spare.name} passed its preflight", now=now
+            )
             return
         if run.status == RunStatus.REFUSED:  # the order's own key: any node would refuse it
             _spare_free(order=order, spare=spare, now=now, reason=f"the SSH key of {order.reference} was refused")
@@ -255,14 +278,23 @@ def _hand_over(move: NodeMove) -> None:
             return
         if order.status != OrderStatus.ACTIVE:
             _spare_free(order=order, spare=spare, now=now, reason=f"{order.reference} is no longer active")
-            move_transition(move=move, to=M.FAILED, actor="system", reason="the rental ended meanwhile", now=now,
-                            error=f"order {order.reference} is {order.status}")
+            move_transition(
+                move=move,
+                to=M.FAILED,
+                actor="system",
+                reason="the rental ended meanwhile",
+                now=now,
+                error=f"order {order.reference} is {order.status}",
+            )
             return
         downtime_episode_close(node_id=old.pk, until=now)  # the old grant is still live: the credit finds it
         order.refresh_from_db()  # the credit moved the end
         nodes_transition(
-            node_ids=[spare.pk], to=NodeState.IN_USE, actor="system",
-            reason=f"{order.reference} moved here from {old.name}", now=now,
+            node_ids=[spare.pk],
+            to=NodeState.IN_USE,
+            actor="system",
+            reason=f"{order.reference} moved here from {old.name}",
+            now=now,
         )
         order.access_grants.handed_over().filter(node=spare).update(ends_at=order.ends_at)
         old_grant = order.access_grants.handed_over().filter(node=old).first()

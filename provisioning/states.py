@@ -71,13 +71,23 @@ def node_transition(*, node: Node, to: str, actor: str, reason: str = "", now: d
     The caller holds the node's row lock. The reason is shown on the node while it is out of sale."""
     with transaction.atomic():
         moved = status_move(
-            row=node, to=to, table=NODE_TRANSITIONS, event_model=NodeEvent, link="node", actor=actor, reason=reason,
-            now=now, label=f"node {node.name}", field="state", event_fields=("from_state", "to_state"),
+            row=node,
+            to=to,
+            table=NODE_TRANSITIONS,
+            event_model=NodeEvent,
+            link="node",
+            actor=actor,
+            reason=reason,
+            now=now,
+            label=f"node {node.name}",
+            field="state",
+            event_fields=("from_state", "to_state"),
             also={"state_reason": reason[:300] if to in UNSELLABLE_STATES else ""},
         )
         if moved and to == NodeState.FAILED:  # out of sale until an operator looks: they are told, once per failure
             staff_notify(
-                roles=("operator",), subject=f"Node {node.name} failed",
+                roles=("operator",),
+                subject=f"Node {node.name} failed",
                 body=f"Node {node.name} ({node.host}) is out of sale.\nWhy: {reason[:500]}",
                 link=reverse("admin:provisioning_node_change", args=[node.pk]),
             )
@@ -126,7 +136,15 @@ def run_transition(
     The caller holds the run's row lock."""
     now = now or timezone.now()
     return status_move(
-        row=run, to=to, table=RUN_TRANSITIONS, event_model=PreparationRunEvent, link="run", actor=actor,
-        reason=reason, now=now, label=f"preparation run {run.pk}", own_transaction=True,
+        row=run,
+        to=to,
+        table=RUN_TRANSITIONS,
+        event_model=PreparationRunEvent,
+        link="run",
+        actor=actor,
+        reason=reason,
+        now=now,
+        label=f"preparation run {run.pk}",
+        own_transaction=True,
         also={"finished_at": now} if to in RUN_OUTCOMES else {},
     )

@@ -165,7 +165,7 @@ def node_move(request: HttpRequest, name: str) -> HttpResponse:
 @permission_required(OPERATOR, raise_exception=True)
 @require_POST
 def move_files_release(request: HttpRequest, move_id: int) -> HttpResponse:
-    """"Release the files": the customer has what it needs from the old node (or staff decided otherwise); its
+    """ "Release the files": the customer has what it needs from the old node (or staff decided otherwise); its
     clean end of rental starts."""
     move = get_object_or_404(NodeMove, pk=move_id)
     try:
@@ -182,7 +182,7 @@ def move_files_release(request: HttpRequest, move_id: int) -> HttpResponse:
 @permission_required(OPERATOR, raise_exception=True)
 @require_POST
 def downtime_decide(request: HttpRequest, hold_id: int) -> HttpResponse:
-    """"Give the time back" or "No time back" on a downtime held because the tenant could have caused it."""
+    """ "Give the time back" or "No time back" on a downtime held because the tenant could have caused it."""
     hold = get_object_or_404(DowntimeHold, pk=hold_id)
     give = request.POST.get("decision") == "credit"
     try:

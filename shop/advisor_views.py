@@ -314,7 +314,6 @@ def advice_representation(advice: Advice, request: HttpRequest) -> dict[str, Any
 class AdvisorApi(APIView):
     """How much memory each card needs for a training, and whether one lot holds it. Stores nothing."""
 
-
     @extend_schema(
         request=AdvisorInput,
         examples=[OpenApiExample("13B, sharded", {"parameters": "13B", "strategy": "sharded"}, request_only=True)],

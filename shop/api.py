@@ -289,7 +289,6 @@ ORDER_EXAMPLE = OpenApiExample(
 
 
 class OrderCreateApi(APIView):
-
     @extend_schema(
         request=OrderInput,
         examples=[ORDER_EXAMPLE],
@@ -382,7 +381,6 @@ def order_detail(request: HttpRequest, reference: str) -> HttpResponseBase:
 
 
 class OrderPaidApi(APIView):
-
     @extend_schema(
         parameters=[TOKEN_HEADER],
         request=PaidInput,

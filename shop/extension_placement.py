@@ -81,8 +81,11 @@ def extension_create(*, order: Order, request: ExtensionRequest, now: dt.datetim
         # Again under the lock: the rental may have ended, or a concurrent request opened one, meanwhile.
         _refuse_unless_extendable(locked, now)
         extension = extension_open(
-            order=locked, duration_days=duration.days, price_per_lot_usd=duration.price_per_lot_usd,
-            total_usd=total, now=now,
+            order=locked,
+            duration_days=duration.days,
+            price_per_lot_usd=duration.price_per_lot_usd,
+            total_usd=total,
+            now=now,
         )
         payment_request_open(order=locked, quote=quote, now=now, extension=extension)
     log.info("order %s: extension %s opened, %s days, %s USD", order.reference, extension.pk, duration.days, total)

@@ -118,9 +118,7 @@ def refund_representation(refund: Refund) -> dict[str, Any]:
     }
 
 
-def order_representation(
-    order: Order, *, token: str, request: HttpRequest, version: OrderVersion
-) -> dict[str, Any]:
+def order_representation(order: Order, *, token: str, request: HttpRequest, version: OrderVersion) -> dict[str, Any]:
     """The body of the API and the data of the page. The version query already told which related rows exist,
     so an order without refunds, extensions or access asks for none of them."""
     return {

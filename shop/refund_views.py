@@ -52,4 +52,3 @@ class RefundAddressApi(APIView):
             return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
         refund.refresh_from_db()
         return Response(refund_representation(refund))
-

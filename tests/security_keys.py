@@ -53,10 +53,12 @@ BROKEN = {
     "ed25519-sk-no-application": lambda: ssh_string(SK_ED25519) + ssh_string(secrets.token_bytes(32)),
     "ed25519-sk-trailing-bytes": lambda: sound_sk_ed25519() + b"\x00",
     "ecdsa-sk-type-name-only": lambda: ssh_string(SK_ECDSA),
-    "ecdsa-sk-other-curve": lambda: ssh_string(SK_ECDSA) + ssh_string(b"nistp384") + ssh_string(p256_point())
-    + ssh_string(b"ssh:"),
-    "ecdsa-sk-point-off-the-curve": lambda: ssh_string(SK_ECDSA) + ssh_string(b"nistp256")
-    + ssh_string(off_curve_point()) + ssh_string(b"ssh:"),
+    "ecdsa-sk-other-curve": lambda: (
+        ssh_string(SK_ECDSA) + ssh_string(b"nistp384") + ssh_string(p256_point()) + ssh_string(b"ssh:")
+    ),
+    "ecdsa-sk-point-off-the-curve": lambda: (
+        ssh_string(SK_ECDSA) + ssh_string(b"nistp256") + ssh_string(off_curve_point()) + ssh_string(b"ssh:")
+    ),
     "ecdsa-sk-no-application": lambda: ssh_string(SK_ECDSA) + ssh_string(b"nistp256") + ssh_string(p256_point()),
 }
 

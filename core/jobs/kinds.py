@@ -38,7 +38,6 @@ class JobKind(StrEnum):
     ACCESS_NOTICE = "provisioning.access_notice"  # the notice before the end, on one node (provisioning/end_notice.py)
 
 
-
 JOB_TASKS: dict[str, Any] = {}  # kind -> its task, as the apps' task modules register them
 
 

@@ -40,4 +40,3 @@ def job_task(
         return task
 
     return register
-

@@ -59,6 +59,7 @@ SPEED = re.compile(r"(\d+(?:\.\d+)?)\s*GB/s", re.IGNORECASE)
 GPU_LINE = re.compile(r"^GPU (\d+):")
 LINK_LINE = re.compile(r"^\s*Link (\d+):\s*(.+?)\s*$")
 
+
 def finding(check: str, status: str, detail: str) -> dict:
     return {"check": check, "status": status, "detail": detail[:500]}
 
@@ -66,9 +67,7 @@ def finding(check: str, status: str, detail: str) -> dict:
 def run_tool(argv: list[str]) -> tuple[int | None, str]:
     """(exit status, stdout + stderr); None when the tool is missing or did not answer in time."""
     try:
-        done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=TOOL_TIMEOUT
-        )
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=TOOL_TIMEOUT)
     except FileNotFoundError:
         return None, f"{argv[0]} not found"
     except subprocess.TimeoutExpired:

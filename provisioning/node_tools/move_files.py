@@ -131,8 +131,9 @@ def _walk(fd: int, root: str, base: str, walk: Walk, device: int) -> None:
         try:
             relative.encode("utf-8")
         except UnicodeEncodeError:
-            skipped.append({"root": root, "path": os.fsencode(relative).decode("utf-8", "replace"),
-                            "why": "the name is not UTF-8"})
+            skipped.append(
+                {"root": root, "path": os.fsencode(relative).decode("utf-8", "replace"), "why": "the name is not UTF-8"}
+            )
             continue
         info = entry.stat(follow_symlinks=False)
         if stat.S_ISLNK(info.st_mode):

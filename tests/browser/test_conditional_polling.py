@@ -20,21 +20,25 @@ def test_the_order_page_polls_with_if_none_match_and_shows_a_change_in_place(ope
 
     # Given an order awaiting payment, its page open in a browser that records each poll of the order API
     Node.objects.create(name="polling-node", driver="local", host="127.0.0.1")
-    placed = Client().post(
-        "/api/v1/orders/",
-        {**order_payload, "asset": "USDC", "ssh_public_key": shop.customer_public_key},
-        content_type="application/json",
-    ).json()
+    placed = (
+        Client()
+        .post(
+            "/api/v1/orders/",
+            {**order_payload, "asset": "USDC", "ssh_public_key": shop.customer_public_key},
+            content_type="application/json",
+        )
+        .json()
+    )
     api_path = f"/api/v1/orders/{placed['reference']}/"
     polls: list[tuple[int, str | None, str | None]] = []
     page = open_context("en").new_page()
     page.on(
         "response",
-        lambda response: polls.append(
-            (response.status, response.request.headers.get("if-none-match"), response.headers.get("etag"))
-        )
-        if urlsplit(response.url).path == api_path
-        else None,
+        lambda response: (
+            polls.append((response.status, response.request.headers.get("if-none-match"), response.headers.get("etag")))
+            if urlsplit(response.url).path == api_path
+            else None
+        ),
     )
     try:
         page.goto(urlsplit(placed["status_url"]).path)

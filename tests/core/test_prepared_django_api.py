@@ -63,5 +63,6 @@ def test_compiled_read_builds_the_objects_the_queryset_builds(db):
         assert isinstance(got, Permission)
         assert Permission.content_type.is_cached(got)  # filled from the row, as select_related does
         assert (got.content_type.app_label, got.content_type.model) == (
-            want.content_type.app_label, want.content_type.model,
+            want.content_type.app_label,
+            want.content_type.model,
         )

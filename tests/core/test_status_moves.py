@@ -17,8 +17,14 @@ from payments.refunds import refund_transition
 from provisioning.states import node_transition, run_transition
 
 ROOT = Path(__file__).resolve().parents[2]
-WRITERS = [order_transition, extension_transition, payment_transition, refund_transition, node_transition,
-           run_transition]
+WRITERS = [
+    order_transition,
+    extension_transition,
+    payment_transition,
+    refund_transition,
+    node_transition,
+    run_transition,
+]
 
 
 def test_every_status_writer_moves_through_status_move():

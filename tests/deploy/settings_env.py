@@ -160,8 +160,12 @@ def settings_under(environment: dict[str, str], prefix: str) -> dict[str, object
         f"print(json.dumps({{k: v for k, v in vars(module).items() if k.startswith({prefix!r})}}))"
     )
     read = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=clean_environment(**environment), capture_output=True,
-        text=True, timeout=60,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=clean_environment(**environment),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert read.returncode == 0, read.stderr
     return json.loads(read.stdout)

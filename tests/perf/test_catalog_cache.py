@@ -77,9 +77,7 @@ def test_a_network_the_scan_finds_down_is_no_longer_offered_within_the_cache_lif
         time.sleep(0.1)
 
 
-def test_a_stale_count_of_free_lots_never_lets_through_an_order_that_capacity_refuses(
-    client, make_node, order_payload
-):
+def test_a_stale_count_of_free_lots_never_lets_through_an_order_that_capacity_refuses(client, make_node, order_payload):
     # Given two free nodes, counted and shown as two
     first, _second = make_node(), make_node()
     assert client.get(CATALOG_URL).json()["lots_available"] == 2

@@ -28,11 +28,31 @@ PAGES = (ROOT / "README.md", *sorted(DOCS.glob("*.md")))
 # A word in backticks is a repository path when it starts with one of these folders (then "/") or is one of
 # these files; anything else (`/var/lib/...`, `~/.ssh/...`, `access.py`) is not this repository's.
 TOP_FOLDERS = (
-    ".ci", "bench", "config", "core", "deploy", "docs", "fleet", "locale", "orders", "payments", "provisioning",
-    "scripts", "shop", "static", "templates", "tests",
+    ".ci",
+    "bench",
+    "config",
+    "core",
+    "deploy",
+    "docs",
+    "fleet",
+    "locale",
+    "orders",
+    "payments",
+    "provisioning",
+    "scripts",
+    "shop",
+    "static",
+    "templates",
+    "tests",
 )
 TOP_FILES = (
-    "Dockerfile", "Makefile", "README.md", "docker-compose.yml", "manage.py", "package.json", "package-lock.json",
+    "Dockerfile",
+    "Makefile",
+    "README.md",
+    "docker-compose.yml",
+    "manage.py",
+    "package.json",
+    "package-lock.json",
     "pyproject.toml",
 )
 # The Python packages of the repository: a dotted name in backticks that starts with one is looked up in the code.
@@ -317,9 +337,15 @@ def test_a_broken_reference_of_each_kind_is_reported():
     )
 
     # When its references are checked
-    problems = [*broken_links(text, page), *missing_paths(text), *unknown_make_targets(text),
-                *unknown_commands(text), *unknown_python_modules(text), *unknown_npm_scripts(text),
-                *unknown_dotted_names(text)]
+    problems = [
+        *broken_links(text, page),
+        *missing_paths(text),
+        *unknown_make_targets(text),
+        *unknown_commands(text),
+        *unknown_python_modules(text),
+        *unknown_npm_scripts(text),
+        *unknown_dotted_names(text),
+    ]
 
     # Then exactly the missing ones are reported, each naming what is missing
     assert problems == [

@@ -25,7 +25,11 @@ def _copy_of_the_code(into: Path) -> Path:
 
 def _lint(tree: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache"], cwd=tree, capture_output=True, text=True, timeout=300,
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)},
     )
 

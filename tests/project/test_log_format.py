@@ -26,13 +26,21 @@ SECRETS = (PASSWORD, BEARER, "sausage worth useful", "hookSecret42")
 def run_logging_process(**env: str) -> str:
     """The lines a real process writes (stderr: the console handler's stream)."""
     environment = clean_environment(
-        LOG_TEST_SECRET_URL=SECRET_URL, LOG_TEST_BEARER=BEARER, LOG_TEST_MNEMONIC=MNEMONIC, LOG_LEVEL="INFO",
+        LOG_TEST_SECRET_URL=SECRET_URL,
+        LOG_TEST_BEARER=BEARER,
+        LOG_TEST_MNEMONIC=MNEMONIC,
+        LOG_LEVEL="INFO",
         STAFF_WEBHOOK_URL=WEBHOOK_URL,
-        CELERY_TASK_ALWAYS_EAGER="1", **env,
+        CELERY_TASK_ALWAYS_EAGER="1",
+        **env,
     )
     done = subprocess.run(
-        [sys.executable, "-m", "tests.project.log_lines"], cwd=ROOT, env=environment, capture_output=True,
-        text=True, timeout=120,
+        [sys.executable, "-m", "tests.project.log_lines"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     return done.stderr
@@ -53,7 +61,10 @@ def test_json_logs_are_one_object_per_line_with_time_level_logger_and_context():
     assert scan["level"] == "INFO" and scan["network"] == "base" and scan["task"] == "tests.log_lines.pass_task"
     assert "order" not in scan and "node" not in scan
     assert (prepare["level"], prepare["order"], prepare["node"], prepare["network"]) == (
-        "WARNING", "B2-AAAA-BBBB", "gpu-7", "base"
+        "WARNING",
+        "B2-AAAA-BBBB",
+        "gpu-7",
+        "base",
     )
     assert settle["level"] == "ERROR" and "ConnectionError" in settle["exc_info"]
     assert outside["order"] == "B2-CCCC-DDDD" and "task" not in outside and "network" not in outside
@@ -87,8 +98,12 @@ def test_text_logs_carry_time_level_logger_and_context_and_redact_secrets():
 
 def test_an_unknown_log_format_stops_the_process_saying_what_to_use():
     done = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=clean_environment(LOG_FORMAT="xml"),
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=clean_environment(LOG_FORMAT="xml"),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
     assert done.returncode != 0 and "LOG_FORMAT='xml': use json, or text" in done.stderr

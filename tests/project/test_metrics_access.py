@@ -13,11 +13,22 @@ from tests.metrics_scrape import METRICS_URL, family_names, parse, scrape, value
 TOKEN = "0123456789abcdef0123456789abcdef0123"
 # The contract's families (CONTRACT.md) and those the alert rules add.
 FAMILIES = {
-    "shop_orders", "shop_lots_available", "payments_open", "payments_scan_lag_blocks",
-    "payments_scan_last_success_timestamp_seconds", "payments_rpc_errors_total", "payments_unexpected_outflows_total",
-    "provisioning_nodes", "provisioning_preparations_total", "outbox_emails_pending",
-    "payments_scan_lag_budget_blocks", "payments_network_up", "payments_review_oldest_seconds",
-    "shop_paid_unprepared_oldest_seconds", "http_request_duration_seconds", "payments_refunds_planned_again",
+    "shop_orders",
+    "shop_lots_available",
+    "payments_open",
+    "payments_scan_lag_blocks",
+    "payments_scan_last_success_timestamp_seconds",
+    "payments_rpc_errors_total",
+    "payments_unexpected_outflows_total",
+    "provisioning_nodes",
+    "provisioning_preparations_total",
+    "outbox_emails_pending",
+    "payments_scan_lag_budget_blocks",
+    "payments_network_up",
+    "payments_review_oldest_seconds",
+    "shop_paid_unprepared_oldest_seconds",
+    "http_request_duration_seconds",
+    "payments_refunds_planned_again",
 }
 
 pytestmark = pytest.mark.django_db
@@ -52,13 +63,28 @@ def test_a_client_that_is_not_on_loopback_is_refused_without_a_token(client, add
 @pytest.mark.parametrize(
     "header",
     [
-        "HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP", "HTTP_X_FORWARDED_PROTO", "HTTP_VIA",
-        "HTTP_X_FORWARDED_HOST", "HTTP_X_CLIENT_IP", "HTTP_TRUE_CLIENT_IP", "HTTP_X_FORWARDED_PORT",
+        "HTTP_X_FORWARDED_FOR",
+        "HTTP_FORWARDED",
+        "HTTP_X_REAL_IP",
+        "HTTP_X_FORWARDED_PROTO",
+        "HTTP_VIA",
+        "HTTP_X_FORWARDED_HOST",
+        "HTTP_X_CLIENT_IP",
+        "HTTP_TRUE_CLIENT_IP",
+        "HTTP_X_FORWARDED_PORT",
         "HTTP_CF_CONNECTING_IP",
     ],
     ids=[
-        "x-forwarded-for", "forwarded", "x-real-ip", "x-forwarded-proto", "via", "x-forwarded-host", "x-client-ip",
-        "true-client-ip", "x-forwarded-port", "cf-connecting-ip",
+        "x-forwarded-for",
+        "forwarded",
+        "x-real-ip",
+        "x-forwarded-proto",
+        "via",
+        "x-forwarded-host",
+        "x-client-ip",
+        "true-client-ip",
+        "x-forwarded-port",
+        "cf-connecting-ip",
     ],
 )
 def test_a_request_through_a_proxy_is_not_a_loopback_client_whatever_it_claims(client, header):

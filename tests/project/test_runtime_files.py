@@ -28,7 +28,11 @@ def test_beat_started_in_the_checkout_keeps_its_state_in_the_run_folder(tmp_path
     # When beat starts in the checkout's root, as a newcomer would start it
     beat = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO", "--pidfile", ""],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 60

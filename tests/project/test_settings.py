@@ -61,41 +61,41 @@ def test_production_starts_with_real_values_and_debug_off():
 
 
 DEVELOPMENT_VALUES = [
-        (
-            "no secret key",
-            real_values(DJANGO_SECRET_KEY=None),
-            "DJANGO_SECRET_KEY is the development key: set a secret one",
-        ),
-        (
-            "the development secret key",
-            real_values(DJANGO_SECRET_KEY=DEV_SECRET_KEY),
-            "DJANGO_SECRET_KEY is the development key: set a secret one",
-        ),
-        (
-            "no payments key",
-            real_values(PAYMENTS_XPUB=None),
-            "PAYMENTS_XPUB is the development key: set the shop's own account xpub",
-        ),
-        (
-            "the development payments key",
-            real_values(PAYMENTS_XPUB=DEV_PAYMENTS_XPUB),
-            "PAYMENTS_XPUB is the development key: set the shop's own account xpub",
-        ),
-        (
-            "the development manifest key",
-            real_values(MANIFEST_SIGNING_KEY=DEV_MANIFEST_SIGNING_KEY),
-            "MANIFEST_SIGNING_KEY is the development key: set the shop's own Ed25519 key",
-        ),
-        (
-            "the development secret key kept as a fallback",
-            real_values(DJANGO_SECRET_KEY_FALLBACKS=f"an-old-rotated-key,{DEV_SECRET_KEY}"),
-            "DJANGO_SECRET_KEY_FALLBACKS holds the development key: remove it",
-        ),
-        (
-            "no allowed hosts",
-            real_values(DJANGO_ALLOWED_HOSTS=None),
-            "DJANGO_ALLOWED_HOSTS must name the site's host names",
-        ),
+    (
+        "no secret key",
+        real_values(DJANGO_SECRET_KEY=None),
+        "DJANGO_SECRET_KEY is the development key: set a secret one",
+    ),
+    (
+        "the development secret key",
+        real_values(DJANGO_SECRET_KEY=DEV_SECRET_KEY),
+        "DJANGO_SECRET_KEY is the development key: set a secret one",
+    ),
+    (
+        "no payments key",
+        real_values(PAYMENTS_XPUB=None),
+        "PAYMENTS_XPUB is the development key: set the shop's own account xpub",
+    ),
+    (
+        "the development payments key",
+        real_values(PAYMENTS_XPUB=DEV_PAYMENTS_XPUB),
+        "PAYMENTS_XPUB is the development key: set the shop's own account xpub",
+    ),
+    (
+        "the development manifest key",
+        real_values(MANIFEST_SIGNING_KEY=DEV_MANIFEST_SIGNING_KEY),
+        "MANIFEST_SIGNING_KEY is the development key: set the shop's own Ed25519 key",
+    ),
+    (
+        "the development secret key kept as a fallback",
+        real_values(DJANGO_SECRET_KEY_FALLBACKS=f"an-old-rotated-key,{DEV_SECRET_KEY}"),
+        "DJANGO_SECRET_KEY_FALLBACKS holds the development key: remove it",
+    ),
+    (
+        "no allowed hosts",
+        real_values(DJANGO_ALLOWED_HOSTS=None),
+        "DJANGO_ALLOWED_HOSTS must name the site's host names",
+    ),
 ]
 
 

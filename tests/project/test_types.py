@@ -161,8 +161,14 @@ def test_the_order_domain_and_payments_are_checked_strictly():
 
     assert len(strict) == 1
     flags = (
-        "disallow_untyped_defs", "disallow_incomplete_defs", "check_untyped_defs", "disallow_any_generics",
-        "warn_return_any", "warn_unused_ignores", "strict_equality", "no_implicit_optional",
+        "disallow_untyped_defs",
+        "disallow_incomplete_defs",
+        "check_untyped_defs",
+        "disallow_any_generics",
+        "warn_return_any",
+        "warn_unused_ignores",
+        "strict_equality",
+        "no_implicit_optional",
     )
     assert {flag: strict[0].get(flag) for flag in flags} == dict.fromkeys(flags, True)
 

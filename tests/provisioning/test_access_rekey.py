@@ -61,8 +61,9 @@ def test_a_key_the_tenant_copied_to_authorized_keys2_stops_working_at_the_rekey(
     old, new = make_ssh_key("old@laptop"), make_ssh_key("new@laptop")
     assert access.grant(account, old).exit_code == 0
     with login(sshd, account, old) as session:
-        planted = session.run(["cp", f"/home/{account}/.ssh/authorized_keys", f"/home/{account}/.ssh/authorized_keys2"],
-                              timeout=30)
+        planted = session.run(
+            ["cp", f"/home/{account}/.ssh/authorized_keys", f"/home/{account}/.ssh/authorized_keys2"], timeout=30
+        )
     assert planted.exit_code == 0, planted.stderr
 
     # When the key is replaced (the old one leaked)

@@ -98,12 +98,12 @@ def on_the_gpus(driver) -> list[str]:
     return result.stdout.splitlines()
 
 
-
 def make_read_only(operator_driver, folder: str) -> None:
     """Mount the folder read-only over itself: what it holds can no longer be removed, as on a node whose
     tenant left files under a read-only mount."""
     remount = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"
     assert operator_driver.run(["sh", "-c", remount], timeout=30).exit_code == 0
+
 
 def test_the_end_of_rental_leaves_nothing_of_the_tenant_and_its_uid_is_never_handed_out_again(
     access, sshd, operator_driver, account, make_ssh_key, gpus

@@ -36,7 +36,8 @@ def test_the_latest_check_of_each_node_is_the_newest_even_among_many_in_one_quer
 
     # Then each node's newest, nothing for the node never checked, in one query
     assert {node_id: check.reason for node_id, check in latest.items()} == {
-        nodes[0].pk: "node-0 0", nodes[1].pk: "node-1 0"
+        nodes[0].pk: "node-0 0",
+        nodes[1].pk: "node-1 0",
     }
     assert len(queries) == 1
 

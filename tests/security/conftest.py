@@ -13,4 +13,3 @@ def placed(anvil, make_node, order_payload) -> dict:
     response = Client().post("/api/v1/orders/", order_payload, content_type="application/json")
     assert response.status_code == 201, response.content
     return response.json()
-

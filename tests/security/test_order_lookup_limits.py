@@ -29,9 +29,7 @@ def ask(email: str, ip: str):
 
 
 @pytest.mark.django_db
-def test_one_address_asked_about_from_many_clients_is_limited_the_same_whether_or_not_it_ordered(
-    limits_on, placed
-):
+def test_one_address_asked_about_from_many_clients_is_limited_the_same_whether_or_not_it_ordered(limits_on, placed):
     # Given an address that ordered (the `placed` order's) and one that never did, each asked about twice
     for email in ("ada@example.org", "nobody@example.org"):
         assert [ask(email, f"10.0.0.{n}").status_code for n in (1, 2)] == [202, 202]

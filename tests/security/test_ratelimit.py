@@ -44,15 +44,19 @@ def test_with_limits_off_wrong_tokens_stay_plain_404(client, limits_on):
 
 def _extend_api(client, placed: dict, token: str):
     return client.post(
-        f"/api/v1/orders/{placed['reference']}/extend/", {"duration_days": 7}, content_type="application/json",
+        f"/api/v1/orders/{placed['reference']}/extend/",
+        {"duration_days": 7},
+        content_type="application/json",
         headers={"X-Order-Token": token},
     )
 
 
 def _refund_address_api(client, placed: dict, token: str):
     return client.post(
-        f"/api/v1/orders/{placed['reference']}/refunds/1/address/", {"address": "0x" + "11" * 20},
-        content_type="application/json", headers={"X-Order-Token": token},
+        f"/api/v1/orders/{placed['reference']}/refunds/1/address/",
+        {"address": "0x" + "11" * 20},
+        content_type="application/json",
+        headers={"X-Order-Token": token},
     )
 
 

@@ -128,8 +128,16 @@ CHANGES = {
         expires_at=p.expires_at + dt.timedelta(hours=1)
     ),
     "refunds due": lambda o, p: PaymentRequest.objects.filter(pk=p.pk).update(
-        refunds_due=[{"network": "local", "chain_id": 31337, "asset": None, "contract": "0x" + "11" * 20,
-                      "decimals": None, "base_units": "7"}]
+        refunds_due=[
+            {
+                "network": "local",
+                "chain_id": 31337,
+                "asset": None,
+                "contract": "0x" + "11" * 20,
+                "decimals": None,
+                "base_units": "7",
+            }
+        ]
     ),
     "settled": lambda o, p: PaymentRequest.objects.filter(pk=p.pk).update(settled_at=timezone.now()),
     "order status": lambda o, p: Order.objects.filter(pk=o.pk).update(status=OrderStatus.PAID),

@@ -69,7 +69,7 @@ def test_confirmations_never_read_more_than_required_and_no_wait_is_promised_whi
 
     html = page(placed, "es")
 
-    assert "9 de 2" not in html and "timeline__wait\">alrededor" not in html
+    assert "9 de 2" not in html and 'timeline__wait">alrededor' not in html
     assert "unos 1 minuto" not in page(placed, "es")
 
 

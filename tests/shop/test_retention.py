@@ -67,7 +67,8 @@ def history(settings):
         # node-b's only checks are old: the latest of them stays (the console shows it)
         "checks gone": [check(node, created=200, finished=200), check(idle, created=150, finished=150)],
         "checks kept": [
-            check(node, created=1, finished=1), check(idle, created=100, finished=100),
+            check(node, created=1, finished=1),
+            check(idle, created=100, finished=100),
             check(node, created=120, finished=None),  # still open: never pruned
         ],  # fmt: skip
     }
@@ -179,7 +180,10 @@ def test_an_order_that_expired_unpaid_goes_whole_after_its_time_and_nothing_with
 
     assert done["orders expired unpaid"] == 1
     assert set(Order.objects.values_list("reference", flat=True)) == {
-        recent.reference, ended.reference, paid_late.reference, odd.reference
+        recent.reference,
+        ended.reference,
+        paid_late.reference,
+        odd.reference,
     }
     # its payment request, events and emails (and the customer's name and address in it) went with it
     assert not PaymentRequest.objects.filter(order_id=gone.pk).exists()

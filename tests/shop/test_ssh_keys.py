@@ -165,7 +165,6 @@ def test_a_truncated_key_is_refused():
     assert "damaged or incomplete" in refused_message(f"ssh-rsa {truncated}")
 
 
-
 @pytest.mark.parametrize("make_blob", security_keys.SOUND.values(), ids=security_keys.SOUND.keys())
 def test_a_sound_security_key_is_accepted_with_the_fingerprint_ssh_keygen_prints(make_blob, tmp_path):
     # Given a security key's public line that OpenSSH itself reads

@@ -41,9 +41,7 @@ def deliver(job: Job, delivery: str = "message-1"):
     return email_send_task.apply(kwargs={**job.args, "job_id": job.pk}, task_id=delivery).get()
 
 
-def test_a_job_is_stored_with_its_change_and_sent_only_once_the_change_commits(
-    db, django_capture_on_commit_callbacks
-):
+def test_a_job_is_stored_with_its_change_and_sent_only_once_the_change_commits(db, django_capture_on_commit_callbacks):
     order = order_stored()
     with django_capture_on_commit_callbacks(execute=False) as sends:
         with pytest.raises(RuntimeError), transaction.atomic():

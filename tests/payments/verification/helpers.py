@@ -15,7 +15,6 @@ ORDERS_URL = "/api/v1/orders/"
 CATALOG_URL = "/api/v1/catalog/"
 
 
-
 def local() -> Network:
     """The local network's row as it is now."""
     return Network.objects.get(slug="local")

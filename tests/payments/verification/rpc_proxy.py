@@ -116,7 +116,8 @@ class RpcProxy:
             self.full_blocks += sum(
                 1
                 for call in calls
-                if isinstance(call, dict) and call.get("method") == "eth_getBlockByNumber"
+                if isinstance(call, dict)
+                and call.get("method") == "eth_getBlockByNumber"
                 and (call.get("params") or [None, False])[-1] is True
             )
 

@@ -70,10 +70,15 @@ def test_a_transfer_with_the_deposit_key_to_a_stranger_is_flagged_once_to_staff_
     # Then it is recorded as an unexpected outflow, with an event, an email to staff, and on /ops/
     outflow = UnexpectedOutflow.objects.get()
     assert (outflow.payment, outflow.token_contract, outflow.to_address, int(outflow.amount_base_units)) == (
-        payment_of(placed), chain.usdc.lower(), STRANGER.lower(), units(placed)
+        payment_of(placed),
+        chain.usdc.lower(),
+        STRANGER.lower(),
+        units(placed),
     )
     assert (outflow.tx_hash, outflow.block_number, outflow.acknowledged_at) == (
-        sent.tx_hash.lower(), sent.block_number, None
+        sent.tx_hash.lower(),
+        sent.block_number,
+        None,
     )
     assert len(notes(placed, "unexpected_outflow")) == 1
     assert len(alerts()) == 1 and sent.tx_hash.lower() in alerts()[0].body
@@ -143,11 +148,17 @@ def test_native_coin_taken_from_a_native_order_is_flagged_and_the_rest_swept_to_
     # Then the stranger's is flagged, the treasury's is a sweep, and the fees are neither
     outflow = UnexpectedOutflow.objects.get()
     assert (outflow.tx_hash, outflow.token_contract, outflow.log_index, int(outflow.amount_base_units)) == (
-        taken.tx_hash.lower(), "", -1, 10**15
+        taken.tx_hash.lower(),
+        "",
+        -1,
+        10**15,
     )
     sweep = Sweep.objects.get()
     assert (sweep.tx_hash, sweep.token_contract, int(sweep.amount_base_units), sweep.to_address) == (
-        swept.tx_hash.lower(), "", rest, TREASURY.lower()
+        swept.tx_hash.lower(),
+        "",
+        rest,
+        TREASURY.lower(),
     )
     assert len(notes(placed, "swept")) == 1 and len(notes(placed, "unexpected_outflow")) == 1
     assert len(alerts()) == 1
@@ -159,9 +170,7 @@ def test_native_coin_taken_from_a_native_order_is_flagged_and_the_rest_swept_to_
     assert Sweep.objects.get().final
 
 
-def test_a_token_sweep_to_the_treasury_is_recorded_once_and_its_gas_fee_is_not_an_outflow(
-    chain, customer, scan_pass
-):
+def test_a_token_sweep_to_the_treasury_is_recorded_once_and_its_gas_fee_is_not_an_outflow(chain, customer, scan_pass):
     # Given a paid USDC order
     placed = paid(chain, customer, scan_pass)
     signer = deposit_wallet(chain, placed)
@@ -173,7 +182,11 @@ def test_a_token_sweep_to_the_treasury_is_recorded_once_and_its_gas_fee_is_not_a
     # Then a sweep is recorded with a `swept` event; the fee (coin that left) is not flagged
     sweep = Sweep.objects.get()
     assert (sweep.payment, sweep.tx_hash, sweep.token_contract, int(sweep.amount_base_units), sweep.block_number) == (
-        payment_of(placed), swept.tx_hash.lower(), chain.usdc.lower(), units(placed), swept.block_number
+        payment_of(placed),
+        swept.tx_hash.lower(),
+        chain.usdc.lower(),
+        units(placed),
+        swept.block_number,
     )
     assert notes(placed, "swept") and len(notes(placed, "swept")) == 1
     assert not UnexpectedOutflow.objects.exists() and not alerts()
@@ -213,7 +226,8 @@ def test_an_approved_refund_paid_from_the_deposit_address_is_sent_then_confirmed
     refund.refresh_from_db()
     assert refund.status == "confirmed"
     assert [(e.from_status, e.to_status) for e in refund.events.all()][-2:] == [
-        ("approved", "sent"), ("sent", "confirmed")
+        ("approved", "sent"),
+        ("sent", "confirmed"),
     ]
     assert [m.subject for m in mail.outbox].count(subject) == 1
     assert not UnexpectedOutflow.objects.exists() and not Sweep.objects.exists()
@@ -309,11 +323,17 @@ def test_an_approved_refund_a_drained_address_cannot_cover_is_held_back_in_the_p
     assert answer.status_code == 200, answer.content
     plan = answer.json()
     assert plan["items"] == []
-    assert plan["held_back"] == [{
-        "address": payment_of(placed).address, "order": placed["reference"], "asset": "USDC", "contract": chain.usdc,
-        "balance_base_units": 0, "owed_base_units": EXCESS,
-        "reason": "approved refunds exceed the balance: a reviewer looks at the address first",
-    }]
+    assert plan["held_back"] == [
+        {
+            "address": payment_of(placed).address,
+            "order": placed["reference"],
+            "asset": "USDC",
+            "contract": chain.usdc,
+            "balance_base_units": 0,
+            "owed_base_units": EXCESS,
+            "reason": "approved refunds exceed the balance: a reviewer looks at the address first",
+        }
+    ]
     assert Refund.objects.get(pk=refund.pk).status == "approved"
 
 

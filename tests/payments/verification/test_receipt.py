@@ -88,9 +88,7 @@ def refund_sent(chain, placed: dict, refund: Refund, client, scan_pass) -> str:
     return sent.tx_hash.lower()
 
 
-def test_another_orders_token_a_tampered_token_or_a_wrong_reference_open_no_receipt(
-    chain, customer, scan_pass, client
-):
+def test_another_orders_token_a_tampered_token_or_a_wrong_reference_open_no_receipt(chain, customer, scan_pass, client):
     # Given two paid orders
     mine, _ = paid(chain, customer, scan_pass)
     theirs, _ = paid(chain, customer, scan_pass)

@@ -41,7 +41,9 @@ def test_an_approval_that_names_no_address_is_a_400_on_the_field(chain, customer
     placed, refund = overpaid(chain, customer, scan_pass)
     give_address(client, placed, refund.pk, CUSTOMER_WALLET)
     answer = client.post(
-        f"/api/v1/refunds/{refund.pk}/approve/", {"reason": "checked"}, content_type="application/json",
+        f"/api/v1/refunds/{refund.pk}/approve/",
+        {"reason": "checked"},
+        content_type="application/json",
         headers={"Authorization": f"Token {staff('reviewer', 'rita')}"},
     )
     assert answer.status_code == 400 and "to_address" in answer.json()

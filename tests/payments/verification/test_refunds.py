@@ -38,15 +38,27 @@ def test_an_overpayment_opens_a_refund_of_the_exact_excess_the_customer_gives_an
 
     # Then a refund of exactly the excess is open, waiting for the customer's address, and they are emailed
     assert (refund.reason, refund.status, int(refund.amount_base_units), refund.symbol) == (
-        "overpaid", "awaiting_address", EXCESS, "USDC"
+        "overpaid",
+        "awaiting_address",
+        EXCESS,
+        "USDC",
     )
     assert f"Order {placed['reference']}: a refund is due to you" in [m.subject for m in mail.outbox]
     shown = customer.read(placed)["refunds"]
-    assert shown == [{
-        "id": refund.pk, "reason": "overpaid", "asset": "USDC", "contract": chain.usdc, "network": "local",
-        "amount_base_units": str(EXCESS), "amount": "2.5", "to_address": None, "status": "awaiting_address",
-        "tx_hash": None,
-    }]
+    assert shown == [
+        {
+            "id": refund.pk,
+            "reason": "overpaid",
+            "asset": "USDC",
+            "contract": chain.usdc,
+            "network": "local",
+            "amount_base_units": str(EXCESS),
+            "amount": "2.5",
+            "to_address": None,
+            "status": "awaiting_address",
+            "tx_hash": None,
+        }
+    ]
 
     # When the customer gives their address, and a reviewer approves through the API
     answer = give_address(client, placed, refund.pk, CUSTOMER_WALLET)
@@ -110,7 +122,8 @@ def test_a_refund_is_reached_only_with_its_own_orders_token_and_decided_only_by_
     assert decide(client, refund.pk, "approve", reviewer, reason=" ").status_code == 400
     assert Refund.objects.get(pk=refund.pk).status == "pending_approval"
     assert decide(client, refund.pk, "reject", reviewer, reason="the customer asked to keep it as credit").json() == {
-        "id": refund.pk, "status": "rejected"
+        "id": refund.pk,
+        "status": "rejected",
     }
     # A rejected refund is final: approving it now is a conflict, said in words
     late = decide(client, refund.pk, "approve", reviewer)
@@ -135,7 +148,8 @@ def test_a_refund_follows_the_chain_until_it_is_approved_then_more_money_opens_a
     scan_pass()
     rows = list(Refund.objects.filter(payment=payment_of(placed)).values_list("status", "amount_base_units"))
     assert [(status, int(amount)) for status, amount in rows] == [
-        ("approved", EXCESS + 1_000_000), ("awaiting_address", 700_000)
+        ("approved", EXCESS + 1_000_000),
+        ("awaiting_address", 700_000),
     ]
 
 
@@ -150,7 +164,10 @@ def test_money_in_a_token_the_order_does_not_use_is_refunded_in_that_token_exact
     # Then the USDT comes back as USDT, to the base unit; nothing is added to the USDC
     (refund,) = Refund.objects.filter(payment=payment_of(placed))
     assert (refund.reason, refund.symbol, refund.token_contract.lower(), int(refund.amount_base_units)) == (
-        "wrong_asset", "USDT", chain.usdt.lower(), 3_000_001
+        "wrong_asset",
+        "USDT",
+        chain.usdt.lower(),
+        3_000_001,
     )
 
 
@@ -166,8 +183,11 @@ def test_a_rejected_payment_refunds_everything_that_arrived_as_a_cancellation(ch
     )
 
     (refund,) = Refund.objects.filter(payment=payment_of(placed))
-    assert (refund.reason, int(refund.amount_base_units), refund.status) == ("cancelled", units(placed) - 1,
-                                                                               RefundStatus.AWAITING_ADDRESS)
+    assert (refund.reason, int(refund.amount_base_units), refund.status) == (
+        "cancelled",
+        units(placed) - 1,
+        RefundStatus.AWAITING_ADDRESS,
+    )
 
 
 def test_the_order_page_takes_the_refund_address_and_shows_a_refused_one_on_its_field(
@@ -243,7 +263,10 @@ def test_a_late_payment_whose_lots_are_gone_opens_a_refund_of_all_of_it_by_itsel
     # Then a refund of everything that arrived opens at once, as late, and the customer is asked for an address
     (refund,) = Refund.objects.all()
     assert (refund.reason, refund.status, int(refund.amount_base_units), refund.symbol) == (
-        "late", "awaiting_address", units(placed), "USDC"
+        "late",
+        "awaiting_address",
+        units(placed),
+        "USDC",
     )
     assert [m.subject for m in mail.outbox] == [
         f"Order {placed['reference']}: your payment needs attention",
@@ -253,9 +276,7 @@ def test_a_late_payment_whose_lots_are_gone_opens_a_refund_of_all_of_it_by_itsel
     assert (payment_of(placed).status, order_of(placed).status) == ("late", "needs_review")
 
 
-def test_a_late_payment_whose_lots_are_still_free_waits_for_a_reviewer_without_a_refund(
-    chain, customer, scan_pass
-):
+def test_a_late_payment_whose_lots_are_still_free_waits_for_a_reviewer_without_a_refund(chain, customer, scan_pass):
     # Given the same, but nobody bought the lot in between
     placed = _expired_then_paid_late(chain, customer, scan_pass, lots_taken=False)
 
@@ -313,7 +334,10 @@ def test_a_reviewer_opens_a_goodwill_refund_in_the_payments_own_asset(chain, cus
     )
 
     assert (refund.reason, refund.symbol, int(refund.amount_base_units), refund.status) == (
-        "goodwill", "USDC", 1_000_000, "awaiting_address"
+        "goodwill",
+        "USDC",
+        1_000_000,
+        "awaiting_address",
     )
     # A goodwill refund is the reviewer's, not the chain's: the next settlement leaves it as it is
     scan_pass()
@@ -333,9 +357,7 @@ def test_a_goodwill_refund_is_never_more_than_the_address_still_has_to_give(chai
 
     # When a reviewer opens another goodwill refund of more than the rest that arrived
     with pytest.raises(ValueError, match="at most 1989 USDC"):
-        refund_goodwill_open(
-            payment_id=payment_id, amount_base_units=units(placed), reviewer="sam", reason="very slow"
-        )
+        refund_goodwill_open(payment_id=payment_id, amount_base_units=units(placed), reviewer="sam", reason="very slow")
 
     # Or through the admin's action: an error on the amount field, not a server error
     from django.contrib.auth import get_user_model
@@ -383,6 +405,8 @@ def test_a_paid_order_cancelled_in_the_admin_refunds_everything_that_arrived(cha
     assert set(Order.objects.filter(pk__in=orders).values_list("status", flat=True)) == {"cancelled"}
     (refund,) = Refund.objects.all()
     assert (refund.payment.order.reference, refund.reason, int(refund.amount_base_units)) == (
-        placed["reference"], "cancelled", units(placed)
+        placed["reference"],
+        "cancelled",
+        units(placed),
     )
     assert payment_of(placed).events.last().reason.startswith("refund of everything: order cancelled")

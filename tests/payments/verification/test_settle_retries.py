@@ -64,9 +64,7 @@ def test_a_settlement_that_failed_after_the_credit_became_final_is_done_by_the_n
     assert (seen["status"], seen["payment"]["status"]) == ("paid", "confirmed")
 
 
-def test_a_final_credit_whose_settlement_was_lost_is_settled_by_the_next_pass(
-    chain, customer, scan_pass, monkeypatch
-):
+def test_a_final_credit_whose_settlement_was_lost_is_settled_by_the_next_pass(chain, customer, scan_pass, monkeypatch):
     # Given a pass that marked the credit final but whose settlement failed (the command exited with the error)
     placed = customer.order()
     chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))

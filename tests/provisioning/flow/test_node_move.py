@@ -44,8 +44,10 @@ def uids_apart(server) -> None:
     """The two sandboxes share this machine's /tmp, which the end of rental sweeps for the account's uid: node-a
     numbers its accounts apart from the suite's sandbox, as two real nodes' files never meet."""
     spacer = uid_floor() + 1_000
-    for name, line in (("passwd", f"move-spacer:x:{spacer}:{spacer}::/nonexistent:/usr/sbin/nologin"),
-                       ("group", f"move-spacer:x:{spacer}:")):
+    for name, line in (
+        ("passwd", f"move-spacer:x:{spacer}:{spacer}::/nonexistent:/usr/sbin/nologin"),
+        ("group", f"move-spacer:x:{spacer}:"),
+    ):
         with open(server.etc(name), "a") as handle:
             handle.write(line + "\n")
 
@@ -93,7 +95,14 @@ def move_requested(client, node, capture, *, execute: bool = True):
 
 @pytest.mark.django_db
 def test_a_move_copies_the_checkpoints_and_hands_over_a_working_key_on_the_spare(
-    private_sshd, sandbox_sshd, node_on, fast_preparation, paid_order, customer_key, operator, client,
+    private_sshd,
+    sandbox_sshd,
+    node_on,
+    fast_preparation,
+    paid_order,
+    customer_key,
+    operator,
+    client,
     django_capture_on_commit_callbacks,
 ):
     capture = django_capture_on_commit_callbacks
@@ -102,11 +111,16 @@ def test_a_move_copies_the_checkpoints_and_hands_over_a_working_key_on_the_spare
     order, node_a = rented(node_on, private_sshd, paid_order, fast_preparation, client, operator, capture)
     node_b = node_on(sandbox_sshd, "node-b", scratch_paths=f"{SCRATCH}\n")
     account = account_name(order)
-    as_tenant(private_sshd, account, customer_key, (
-        f"cd ~ && mkdir -p ckpt && head -c 3000000 /dev/urandom > ckpt/step-100.pt && ln -s /etc/shadow shadow-link"
-        f" && ln -s / rootfs && printf evil > \"$(printf 'evil\\nname')\""
-        f" && head -c 70000 /dev/urandom > {SCRATCH}/{account}-opt.pt"
-    ))
+    as_tenant(
+        private_sshd,
+        account,
+        customer_key,
+        (
+            f"cd ~ && mkdir -p ckpt && head -c 3000000 /dev/urandom > ckpt/step-100.pt && ln -s /etc/shadow shadow-link"
+            f" && ln -s / rootfs && printf evil > \"$(printf 'evil\\nname')\""
+            f" && head -c 70000 /dev/urandom > {SCRATCH}/{account}-opt.pt"
+        ),
+    )
     checkpoint = (private_sshd.home(account) / "ckpt" / "step-100.pt").read_bytes()
     scratch_sum = as_root(node_a, f"sha256sum {SCRATCH}/{account}-opt.pt").split()[0]
     ends_before = order.ends_at
@@ -187,7 +201,14 @@ def test_a_move_copies_the_checkpoints_and_hands_over_a_working_key_on_the_spare
 
 @pytest.mark.django_db
 def test_a_move_from_an_unreachable_node_copies_nothing_says_so_and_keeps_the_old_node_out_of_sale(
-    private_sshd, sandbox_sshd, node_on, fast_preparation, paid_order, customer_key, operator, client,
+    private_sshd,
+    sandbox_sshd,
+    node_on,
+    fast_preparation,
+    paid_order,
+    customer_key,
+    operator,
+    client,
     django_capture_on_commit_callbacks,
 ):
     capture = django_capture_on_commit_callbacks
@@ -227,7 +248,13 @@ def test_a_move_from_an_unreachable_node_copies_nothing_says_so_and_keeps_the_ol
 
 @pytest.mark.django_db
 def test_with_no_working_spare_the_move_waits_the_customer_is_told_and_staff_see_it(
-    private_sshd, sandbox_sshd, node_on, fast_preparation, paid_order, operator, client,
+    private_sshd,
+    sandbox_sshd,
+    node_on,
+    fast_preparation,
+    paid_order,
+    operator,
+    client,
     django_capture_on_commit_callbacks,
 ):
     capture = django_capture_on_commit_callbacks
@@ -296,8 +323,12 @@ def test_the_copy_keeps_to_its_size_limit_and_a_copy_run_again_skips_what_the_sp
 ):
     # Given the order's account on two nodes, and two checkpoints in its home on node-a (one of several chunks)
     grant_a, node_b, account = account_on_two_nodes(private_sshd, sandbox_sshd, node_on, paid_order, SCRATCH)
-    as_tenant(private_sshd, account, customer_key,
-              "cd ~ && head -c 2500000 /dev/urandom > big.pt && head -c 1000 /dev/urandom > small.pt")
+    as_tenant(
+        private_sshd,
+        account,
+        customer_key,
+        "cd ~ && head -c 2500000 /dev/urandom > big.pt && head -c 1000 /dev/urandom > small.pt",
+    )
     monkeypatch.setattr(move_copy_module, "CHUNK_BYTES", 1 << 20)
 
     # When the copy may move no byte (MOVE_COPY_MAX_GIB 0)
@@ -351,13 +382,18 @@ def test_the_spares_key_and_account_expire_with_the_rental_not_a_new_one(sandbox
 
 
 @pytest.mark.django_db
-def test_a_file_named_like_an_option_is_copied_and_stops_no_other_file(private_sshd, sandbox_sshd, node_on, paid_order,
-                                                                       customer_key):
+def test_a_file_named_like_an_option_is_copied_and_stops_no_other_file(
+    private_sshd, sandbox_sshd, node_on, paid_order, customer_key
+):
     # Given the order's account on two nodes, with a top-level file named "-notes.txt" (sorted first), one named
     # "--root=x" and a checkpoint after them
     grant_a, node_b, account = account_on_two_nodes(private_sshd, sandbox_sshd, node_on, paid_order)
-    as_tenant(private_sshd, account, customer_key,
-              "cd ~ && printf notes > ./-notes.txt && printf x > ./--root=x && head -c 5000 /dev/urandom > ckpt.pt")
+    as_tenant(
+        private_sshd,
+        account,
+        customer_key,
+        "cd ~ && printf notes > ./-notes.txt && printf x > ./--root=x && head -c 5000 /dev/urandom > ckpt.pt",
+    )
 
     # When the files are copied for a move
     report = move_copy(old_grant=grant_a, new_node=node_b)

@@ -37,7 +37,15 @@ RELEASE = "/ops/moves/{}/release/"
 
 @pytest.mark.django_db
 def test_files_the_copy_left_behind_stay_on_the_old_node_until_a_person_releases_them(
-    private_sshd, sandbox_sshd, node_on, fast_preparation, paid_order, customer_key, operator, client, settings,
+    private_sshd,
+    sandbox_sshd,
+    node_on,
+    fast_preparation,
+    paid_order,
+    customer_key,
+    operator,
+    client,
+    settings,
     django_capture_on_commit_callbacks,
 ):
     capture = django_capture_on_commit_callbacks
@@ -111,8 +119,9 @@ def test_a_sparse_file_of_terabytes_is_listed_without_reading_it_and_the_rest_is
 ):
     # Given the order's account on two nodes, with a sparse file of 2 TiB (a few kB on disk) next to a checkpoint
     grant_a, node_b, account = account_on_two_nodes(private_sshd, sandbox_sshd, node_on, paid_order)
-    as_tenant(private_sshd, account, customer_key,
-              "cd ~ && truncate -s 2T huge.img && head -c 5000 /dev/urandom > ckpt.pt")
+    as_tenant(
+        private_sshd, account, customer_key, "cd ~ && truncate -s 2T huge.img && head -c 5000 /dev/urandom > ckpt.pt"
+    )
     settings.MOVE_COPY_MAX_GIB = 1
 
     # When the files are copied for a move
@@ -135,8 +144,12 @@ def test_a_file_that_changes_while_it_is_copied_is_not_copied_and_the_others_are
     # Given the order's account on two nodes with two files, and a tenant who rewrites one of them just after the
     # listing (a training job still saving a checkpoint)
     grant_a, node_b, account = account_on_two_nodes(private_sshd, sandbox_sshd, node_on, paid_order)
-    as_tenant(private_sshd, account, customer_key,
-              "cd ~ && head -c 3000 /dev/urandom > a.pt && head -c 3000 /dev/urandom > b.pt")
+    as_tenant(
+        private_sshd,
+        account,
+        customer_key,
+        "cd ~ && head -c 3000 /dev/urandom > a.pt && head -c 3000 /dev/urandom > b.pt",
+    )
     listed = move_copy_module._list
 
     def list_then_rewrite(tool, roots, **limits):
@@ -161,8 +174,9 @@ def test_a_file_that_changes_while_it_is_copied_is_not_copied_and_the_others_are
 
 
 @pytest.mark.django_db
-def test_the_listing_stops_at_its_time_limit_and_says_where(private_sshd, sandbox_sshd, node_on, paid_order,
-                                                           customer_key, settings):
+def test_the_listing_stops_at_its_time_limit_and_says_where(
+    private_sshd, sandbox_sshd, node_on, paid_order, customer_key, settings
+):
     # Given the order's account on node-a with a few files
     grant_a, node_b, account = account_on_two_nodes(private_sshd, sandbox_sshd, node_on, paid_order)
     as_tenant(private_sshd, account, customer_key, "cd ~ && mkdir -p d && touch a d/b d/c")
@@ -170,8 +184,19 @@ def test_the_listing_stops_at_its_time_limit_and_says_where(private_sshd, sandbo
     # When the node tool lists them with no time left, and a copy runs with no time left
     with driver_for(grant_a.node) as driver:
         driver.put_file(node_tools.source("move_files.py"), "move_files.py")
-        argv = [grant_a.node.python, "move_files.py", "list", "--account", account, "--root", "home",
-                "--max-seconds", "0", "--users-prefix", grant_a.node.accounts_root]
+        argv = [
+            grant_a.node.python,
+            "move_files.py",
+            "list",
+            "--account",
+            account,
+            "--root",
+            "home",
+            "--max-seconds",
+            "0",
+            "--users-prefix",
+            grant_a.node.accounts_root,
+        ]
         result = driver.run(argv, timeout=60)
     settings.MOVE_COPY_MAX_MINUTES = 0
     report = move_copy(old_grant=grant_a, new_node=node_b)
@@ -182,4 +207,3 @@ def test_the_listing_stops_at_its_time_limit_and_says_where(private_sshd, sandbo
     assert (listing["files"], listing["stopped_at"]) == ([], "home:a")
     assert report["copied"] == [] and report["complete"] is False
     assert "time limit of 0 minutes (MOVE_COPY_MAX_MINUTES) was reached" in report["error"]
-

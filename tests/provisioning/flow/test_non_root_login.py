@@ -84,9 +84,7 @@ def test_a_non_root_login_hands_access_over_and_takes_it_back_through_the_docs_s
 
 
 @pytest.mark.django_db
-def test_the_login_may_run_nothing_else_as_root_nor_point_the_tool_at_a_user_database_it_made(
-    sudo_node, sandbox_sshd
-):
+def test_the_login_may_run_nothing_else_as_root_nor_point_the_tool_at_a_user_database_it_made(sudo_node, sandbox_sshd):
     with driver_for(sudo_node) as driver:
         # Any other command as root is refused by sudo
         for command in (["id", "-u"], ["sh", "-c", "id -u"], ["python3", sudo_node.access_tool, "--help"]):

@@ -47,9 +47,9 @@ def test_a_key_whose_comment_is_not_ascii_is_installed_and_every_node_stays_for_
 
 def stored_before_security_keys_were_parsed(order, monkeypatch) -> None:
     """An order placed while the shop let a security key whose data is only its type name through."""
-    type(order).objects.filter(pk=order.pk).update(ssh_public_key=security_keys.sk_line(security_keys.BROKEN[
-        "ed25519-sk-type-name-only"
-    ]()))
+    type(order).objects.filter(pk=order.pk).update(
+        ssh_public_key=security_keys.sk_line(security_keys.BROKEN["ed25519-sk-type-name-only"]())
+    )
 
 
 def refused_by_the_node_tool(order, monkeypatch) -> None:

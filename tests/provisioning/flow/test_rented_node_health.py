@@ -180,8 +180,9 @@ def test_each_fault_makes_the_rented_node_degraded_tells_both_sides_once_and_a_p
     grant = AccessGrant.objects.get(order=order)
     tenant_process(ssh_node, customer_key[0], grant.account)
     # The job starts in the background of the tenant's session: it may show, alone, a moment after ssh returns.
-    tenant = wait_until(lambda: settled(lambda: node_processes(sandbox_sshd, "sleep 4321")), seconds=10,
-                        what="the tenant's job starts")
+    tenant = wait_until(
+        lambda: settled(lambda: node_processes(sandbox_sshd, "sleep 4321")), seconds=10, what="the tenant's job starts"
+    )
 
     # Given a healthy rented node: a probe finds nothing and changes nothing
     row = probe(ssh_node, capture)

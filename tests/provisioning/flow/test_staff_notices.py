@@ -49,7 +49,6 @@ def test_a_failed_preflight_tells_the_operators_the_node_and_the_order_failed_on
     assert order.access_token not in "".join(m.body for m in mail.outbox if OPS in m.to)
 
 
-
 @pytest.mark.django_db
 def test_a_node_an_operator_puts_in_maintenance_tells_nobody(local_node, operator, django_capture_on_commit_callbacks):
     operator.email = OPS
