@@ -1,10 +1,19 @@
-"""The error answers of the API as the OpenAPI schema documents them, so that clients (and the fuzz suite)
-can rely on their shape: a `detail` sentence, or one list of messages per bad field.
+"""The error answers of the API, in one place: how the OpenAPI schema documents them, so that clients (and the
+fuzz suite) can rely on their shape (a `detail` sentence, or one list of messages per bad field), and how a view
+makes them from the exceptions its services raise (`ApiView`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar, TypeAlias
+
 from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from core.input_errors import OrderInputError
 
 DETAIL_SCHEMA = {
     "type": "object",
@@ -34,3 +43,64 @@ TOO_LARGE = _detail("The body is over the size limit, or has too many fields.")
 RATE_LIMITED = _detail("Too many requests from this address; the Retry-After header says when to come back.")
 CONFLICT = _detail("The order cannot move to this step now; the detail says why.")
 UNAVAILABLE = _detail("A server this answer needs (a network's RPC) did not answer; try again in a minute.")
+
+# A status code, or a status code and a media type (`(200, "text/csv")`), as extend_schema's `responses` takes it.
+ResponseKey: TypeAlias = int | tuple[int, str]
+
+# The standard answers, each set documented once. A view that reads a body can meet all of BODY_READ (DRF's
+# 400, the upload limits' 413, the parsers' 415); one that core.ratelimit counts also 429; one for staff 401/403.
+BODY_READ: Mapping[ResponseKey, object] = {400: BAD_INPUT, 413: TOO_LARGE, 415: UNSUPPORTED_MEDIA_TYPE}
+LIMITED: Mapping[ResponseKey, object] = {429: RATE_LIMITED}
+LIMITED_BODY_READ: Mapping[ResponseKey, object] = {**BODY_READ, **LIMITED}
+STAFF_ONLY: Mapping[ResponseKey, object] = {401: NOT_ALLOWED, 403: NOT_ALLOWED}
+
+
+def _status_of(key: ResponseKey) -> int:
+    return key[0] if isinstance(key, tuple) else key
+
+
+def documented(own: Mapping[ResponseKey, object], *standard: Mapping[ResponseKey, object]) -> dict[ResponseKey, object]:
+    """A view's `responses` for extend_schema: its own answers and the standard sets it can meet, in status order
+    (a code of its own wins over a standard one)."""
+    merged: dict[ResponseKey, object] = {}
+    for answers in (*standard, own):
+        merged.update(answers)
+    return dict(sorted(merged.items(), key=lambda item: _status_of(item[0])))
+
+
+class Refused(exceptions.APIException):
+    """A service's refusal answered 409 with its words as the `detail`."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+def answerable(
+    exc: Exception,
+    *,
+    refusals: tuple[type[Exception], ...] = (),
+    field_errors: Mapping[type[Exception], str] | None = None,
+) -> Exception:
+    """The DRF exception an expected failure is answered with, or `exc` itself when it is not one: bad input of one
+    field (an OrderInputError, or an exception `field_errors` names a field for) is a 400 `{field: [message]}`, a
+    refusal a 409 `{"detail": ...}`. Field errors are looked at first: a field error may be a kind of refusal."""
+    if isinstance(exc, OrderInputError):
+        return exceptions.ValidationError({exc.field: [exc.message]})
+    for kind, field in (field_errors or {}).items():
+        if isinstance(exc, kind):
+            return exceptions.ValidationError({field: [str(exc)]})
+    if isinstance(exc, refusals):
+        return Refused(str(exc))
+    return exc
+
+
+# An API view whose expected failures are answered in one place (`answerable`), so that its handlers hold no
+# `except ...: return Response(..., status=400)`: an OrderInputError is always a 400 on its field; the view names
+# the refusals of the services it calls (409) and any other exception that is bad input of one field (400).
+# (Comments, not a docstring: drf-spectacular would show a base class's docstring as every operation's description.)
+class ApiView(APIView):
+    refusals: ClassVar[tuple[type[Exception], ...]] = ()
+    field_errors: ClassVar[Mapping[type[Exception], str]] = {}
+
+    def handle_exception(self, exc: Exception) -> Response:
+        return super().handle_exception(answerable(exc, refusals=self.refusals, field_errors=self.field_errors))

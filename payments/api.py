@@ -18,12 +18,12 @@ from rest_framework.views import APIView
 from core.api_errors import (
     BAD_INPUT,
     CONFLICT,
-    NOT_ALLOWED,
+    LIMITED_BODY_READ,
     NOT_FOUND,
-    RATE_LIMITED,
-    TOO_LARGE,
+    STAFF_ONLY,
     UNAVAILABLE,
-    UNSUPPORTED_MEDIA_TYPE,
+    ApiView,
+    documented,
 )
 from core.api_fields import TextField
 from payments.ledger import KINDS as LEDGER_KINDS
@@ -69,21 +69,12 @@ class DecisionOutput(serializers.Serializer):
     status = serializers.CharField()
 
 
-DECISION_RESPONSES = {
-    200: DecisionOutput,
-    400: BAD_INPUT,
-    401: NOT_ALLOWED,
-    403: NOT_ALLOWED,
-    404: NOT_FOUND,
-    409: CONFLICT,
-    413: TOO_LARGE,
-    415: UNSUPPORTED_MEDIA_TYPE,
-    429: RATE_LIMITED,
-}
+DECISION_RESPONSES = documented({200: DecisionOutput, 404: NOT_FOUND, 409: CONFLICT}, STAFF_ONLY, LIMITED_BODY_READ)
 
 
-class RefundRejectApi(APIView):
+class RefundRejectApi(ApiView):
     permission_classes = [IsPaymentReviewer]
+    refusals = (RefundDecisionError,)  # its status, or an address changed since the reviewer saw it
     approve = False
     input_class: type[DecisionInput] = DecisionInput
 
@@ -94,16 +85,13 @@ class RefundRejectApi(APIView):
         get_object_or_404(Refund, pk=int(refund_id))
         data = self.input_class(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            refund = refund_decide(
-                refund_id=int(refund_id),
-                approve=self.approve,
-                reviewer=request.user.get_username(),
-                reason=data.validated_data["reason"],
-                to_address=data.validated_data.get("to_address"),
-            )
-        except RefundDecisionError as exc:  # its status, or an address changed since the reviewer saw it
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        refund = refund_decide(
+            refund_id=int(refund_id),
+            approve=self.approve,
+            reviewer=request.user.get_username(),
+            reason=data.validated_data["reason"],
+            to_address=data.validated_data.get("to_address"),
+        )
         return Response({"id": refund.pk, "status": refund.status})
 
 
@@ -125,7 +113,7 @@ class TreasuryPlanApi(APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("network", str, required=True, description="The network's slug")],
-        responses={200: OpenApiTypes.OBJECT, 400: BAD_INPUT, 401: NOT_ALLOWED, 403: NOT_ALLOWED, 503: UNAVAILABLE},
+        responses=documented({200: OpenApiTypes.OBJECT, 400: BAD_INPUT, 503: UNAVAILABLE}, STAFF_ONLY),
         summary="The treasury plan of a network: refunds to pay and sweeps, for the signer (treasurers)",
     )
     def get(self, request: Request) -> Response:
@@ -133,7 +121,7 @@ class TreasuryPlanApi(APIView):
         if network is None:
             return Response({"network": ["No network with this slug."]}, status=status.HTTP_400_BAD_REQUEST)
         try:
-            return Response(treasury_plan(network=network))
+            return Response(treasury_plan(network=network).to_json())
         except RpcError as exc:
             return Response({"detail": f"The network's RPC did not answer: {exc}"}, status=503)
 
@@ -152,7 +140,7 @@ class LedgerCsvApi(APIView):
             OpenApiParameter("kind", OpenApiTypes.STR, enum=list(LEDGER_KINDS), description="One kind of movement"),
             OpenApiParameter("network", OpenApiTypes.STR, description="One network's slug"),
         ],
-        responses={(200, "text/csv"): OpenApiTypes.STR, 400: BAD_INPUT, 401: NOT_ALLOWED, 403: NOT_ALLOWED},
+        responses=documented({(200, "text/csv"): OpenApiTypes.STR, 400: BAD_INPUT}, STAFF_ONLY),
         summary="Every on-chain movement as CSV (treasurers and payment reviewers)",
     )
     def get(self, request: Request) -> StreamingHttpResponse | Response:

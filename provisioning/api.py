@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api_errors import BAD_INPUT, CONFLICT, NOT_ALLOWED, NOT_FOUND
+from core.api_errors import BODY_READ, CONFLICT, NOT_FOUND, STAFF_ONLY, ApiView, documented
 from orders.models import Order
 from provisioning.models import Node, NodeCheck, NodeMove
 from provisioning.moves import MoveRefused, move_for_node
@@ -19,7 +19,7 @@ from provisioning.prepare import PreparationError, preparation_start
 
 
 class IsOperator(permissions.BasePermission):
-    def has_permission(self, request: Request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         return bool(user and user.is_authenticated and user.has_perm("provisioning.prepare_order"))
 
@@ -30,20 +30,21 @@ class PrepareOutput(serializers.Serializer):
     runs = serializers.ListField(child=serializers.DictField())
 
 
-class OrderPrepareApi(APIView):
+class OperatorApi(ApiView):
     permission_classes = [IsOperator]
+
+
+class OrderPrepareApi(OperatorApi):
+    refusals = (PreparationError,)
 
     @extend_schema(
         request=None,
-        responses={202: PrepareOutput, 401: NOT_ALLOWED, 403: NOT_ALLOWED, 404: NOT_FOUND, 409: CONFLICT},
+        responses=documented({202: PrepareOutput, 404: NOT_FOUND, 409: CONFLICT}, STAFF_ONLY),
         summary="Start an order's preparation (operators)",
     )
     def post(self, request: Request, reference: str) -> Response:
         order = get_object_or_404(Order, reference=reference.upper())
-        try:
-            runs = preparation_start(order_id=order.pk, actor=request.user.get_username())
-        except PreparationError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        runs = preparation_start(order_id=order.pk, actor=request.user.get_username())
         order.refresh_from_db()
         body = {
             "reference": order.reference,
@@ -73,7 +74,7 @@ class NodeCheckOutput(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True)
 
 
-def node_check_body(check: NodeCheck) -> dict:
+def node_check_body(check: NodeCheck) -> dict[str, object]:
     return {
         "id": check.pk,
         "node": check.node.name,
@@ -87,33 +88,21 @@ def node_check_body(check: NodeCheck) -> dict:
     }
 
 
-class NodeRecheckApi(APIView):
-    permission_classes = [IsOperator]
+class NodeRecheckApi(OperatorApi):
+    field_errors = {UnknownPreparation: "preparation"}
+    refusals = (RecheckRefused,)
 
     @extend_schema(
         request=RecheckInput,
-        responses={
-            202: NodeCheckOutput,
-            400: BAD_INPUT,
-            401: NOT_ALLOWED,
-            403: NOT_ALLOWED,
-            404: NOT_FOUND,
-            409: CONFLICT,
-        },
+        responses=documented({202: NodeCheckOutput, 404: NOT_FOUND, 409: CONFLICT}, STAFF_ONLY, BODY_READ),
         summary="Recheck a failed or maintenance node: the preflight without an order (operators)",
     )
     def post(self, request: Request, name: str) -> Response:
         node = get_object_or_404(Node, name=name)
         given = RecheckInput(data=request.data)
         given.is_valid(raise_exception=True)
-        try:
-            check = recheck_start(
-                node=node, actor=request.user.get_username(), preparation=given.validated_data.get("preparation", "")
-            )
-        except UnknownPreparation as exc:
-            return Response({"preparation": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        except RecheckRefused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        preparation = given.validated_data.get("preparation", "")
+        check = recheck_start(node=node, actor=request.user.get_username(), preparation=preparation)
         check.refresh_from_db()
         return Response(NodeCheckOutput(node_check_body(check)).data, status=status.HTTP_202_ACCEPTED)
 
@@ -129,7 +118,7 @@ class NodeMoveOutput(serializers.Serializer):
     error = serializers.CharField(allow_blank=True)
 
 
-def node_move_body(move: NodeMove) -> dict:
+def node_move_body(move: NodeMove) -> dict[str, object]:
     return {
         "id": move.pk,
         "order": move.order.reference,
@@ -142,19 +131,16 @@ def node_move_body(move: NodeMove) -> dict:
     }
 
 
-class NodeMoveApi(APIView):
-    permission_classes = [IsOperator]
+class NodeMoveApi(OperatorApi):
+    refusals = (MoveRefused,)
 
     @extend_schema(
         request=None,
-        responses={202: NodeMoveOutput, 401: NOT_ALLOWED, 403: NOT_ALLOWED, 404: NOT_FOUND, 409: CONFLICT},
+        responses=documented({202: NodeMoveOutput, 404: NOT_FOUND, 409: CONFLICT}, STAFF_ONLY),
         summary="Move the rental on a degraded or failed node to a spare node (operators)",
     )
     def post(self, request: Request, name: str) -> Response:
         node = get_object_or_404(Node, name=name)
-        try:
-            move = move_for_node(node=node, actor=request.user.get_username())
-        except MoveRefused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        move = move_for_node(node=node, actor=request.user.get_username())
         move = NodeMove.objects.select_related("order", "from_node", "to_node").get(pk=move.pk)
         return Response(NodeMoveOutput(node_move_body(move)).data, status=status.HTTP_202_ACCEPTED)

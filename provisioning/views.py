@@ -3,6 +3,10 @@ their reports."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import HttpRequest, HttpResponse
@@ -18,7 +22,6 @@ from payments.outflows import outflow_acknowledge
 from provisioning.attention import KINDS, attention_for
 from provisioning.auto_prepare import preparation_stop, started_automatically
 from provisioning.downtime import DecisionRefused, downtime_hold_decide, downtime_holds_waiting
-from provisioning.health import WATCHED, latest_health
 from provisioning.models import DowntimeHold, Node, NodeMove, NodeState, PreparationRun, RunStatus
 from provisioning.moves import (
     MoveRefused,
@@ -32,8 +35,15 @@ from provisioning.moves import (
 )
 from provisioning.node_checks import RECHECKABLE, RecheckRefused, checks_latest, recheck_start
 from provisioning.prepare import PreparationError, preparation_start, preparation_stuck
+from provisioning.rented_node_health import WATCHED, latest_health
 
 OPERATOR = "provisioning.prepare_order"
+
+P = ParamSpec("P")
+# A console button's own part: given the request and the path's arguments, it acts and returns what to tell the
+# operator (or None), or raises a refusal.
+ButtonAction = Callable[Concatenate[HttpRequest, P], str | None]
+ButtonView = Callable[Concatenate[HttpRequest, P], HttpResponse]
 
 
 @login_required
@@ -49,7 +59,9 @@ def console(request: HttpRequest) -> HttpResponse:
     active = Order.objects.filter(status=OrderStatus.ACTIVE).order_by("ends_at")[:50]
     nodes = list(Node.objects.all())
     latest = checks_latest(nodes)
-    health = latest_health(node.pk for node in nodes)  # rented nodes' latest health probe (provisioning/health.py)
+    health = latest_health(
+        node.pk for node in nodes
+    )  # rented nodes' latest health probe (provisioning/rented_node_health.py)
     for node in nodes:  # each row shows its latest recheck or probe, and a recheck button when it is out of sale
         node.latest_check = latest.get(node.pk)
         node.latest_health = health.get(node.pk) if node.state in WATCHED else None  # type: ignore[attr-defined]
@@ -93,120 +105,97 @@ def console(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
-@permission_required(OPERATOR, raise_exception=True)
-@require_POST
-def prepare(request: HttpRequest, reference: str) -> HttpResponse:
+def operator_button(*refusals: type[Exception]) -> Callable[[ButtonAction[P]], ButtonView[P]]:
+    """The body every button of the console shares: an operator's POST runs the action; what it returns is shown
+    as done (None: nothing to say), a refusal among `refusals` as an error, in its own words; then back to the
+    console. Anyone else: the login page, or 403 when signed in without the role; a GET is 405."""
+
+    def decorate(action: ButtonAction[P]) -> ButtonView[P]:
+        def button(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+            try:
+                done = action(request, *args, **kwargs)
+            except refusals as exc:
+                messages.error(request, str(exc))
+            else:
+                if done is not None:
+                    messages.success(request, done)
+            return redirect("provisioning:console")
+
+        functools.update_wrapper(button, action)  # its name and docstring, for the URLs and the reader
+        return login_required(permission_required(OPERATOR, raise_exception=True)(require_POST(button)))
+
+    return decorate
+
+
+@operator_button(PreparationError)
+def prepare(request: HttpRequest, reference: str) -> str:
     order = get_object_or_404(Order, reference=reference)
-    try:
-        preparation_start(order_id=order.pk, actor=request.user.get_username())
-    except PreparationError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, pgettext("staff", "%(order)s: preparation started") % {"order": order.reference})
-    return redirect("provisioning:console")
+    preparation_start(order_id=order.pk, actor=request.user.get_username())
+    return pgettext("staff", "%(order)s: preparation started") % {"order": order.reference}
 
 
-@login_required
-@permission_required(OPERATOR, raise_exception=True)
-@require_POST
-def stop(request: HttpRequest, reference: str) -> HttpResponse:
+@operator_button(PreparationError)
+def stop(request: HttpRequest, reference: str) -> str:
     """The "Stop" button of a running preparation: its runs end, its access is withdrawn, the order waits for a
     person (provisioning/auto_prepare.py)."""
     order = get_object_or_404(Order, reference=reference)
-    try:
-        stopped = preparation_stop(order_id=order.pk, actor=request.user.get_username())
-    except PreparationError as exc:
-        messages.error(request, str(exc))
-    else:
-        words = npgettext(
-            "staff",
-            "%(order)s: preparation stopped (%(runs)s run ended)",
-            "%(order)s: preparation stopped (%(runs)s runs ended)",
-            stopped,
-        )
-        messages.success(request, words % {"order": order.reference, "runs": stopped})
-    return redirect("provisioning:console")
+    stopped = preparation_stop(order_id=order.pk, actor=request.user.get_username())
+    words = npgettext(
+        "staff",
+        "%(order)s: preparation stopped (%(runs)s run ended)",
+        "%(order)s: preparation stopped (%(runs)s runs ended)",
+        stopped,
+    )
+    return words % {"order": order.reference, "runs": stopped}
 
 
-@login_required
-@permission_required(OPERATOR, raise_exception=True)
-@require_POST
-def node_recheck(request: HttpRequest, name: str) -> HttpResponse:
+@operator_button(RecheckRefused)
+def node_recheck(request: HttpRequest, name: str) -> str:
     """The node row's "Recheck" button: the preflight without an order; a pass returns the node to sale."""
     node = get_object_or_404(Node, name=name)
-    try:
-        check = recheck_start(node=node, actor=request.user.get_username())
-    except RecheckRefused as exc:
-        messages.error(request, str(exc))
-    else:
-        words = pgettext("staff", "%(node)s: recheck %(check)s started")
-        messages.success(request, words % {"node": node.name, "check": check.pk})
-    return redirect("provisioning:console")
+    check = recheck_start(node=node, actor=request.user.get_username())
+    return pgettext("staff", "%(node)s: recheck %(check)s started") % {"node": node.name, "check": check.pk}
 
 
-@login_required
-@permission_required(OPERATOR, raise_exception=True)
-@require_POST
-def node_move(request: HttpRequest, name: str) -> HttpResponse:
+@operator_button(MoveRefused)
+def node_move(request: HttpRequest, name: str) -> str:
     """The node row's "Move to a spare node" button: its rental is prepared, copied and handed over elsewhere."""
     node = get_object_or_404(Node, name=name)
-    try:
-        move = move_for_node(node=node, actor=request.user.get_username())
-    except MoveRefused as exc:
-        messages.error(request, str(exc))
-    else:
-        words = pgettext("staff", "%(node)s: move %(move)s %(status)s")
-        messages.success(request, words % {"node": node.name, "move": move.pk, "status": move.get_status_display()})
-    return redirect("provisioning:console")
+    move = move_for_node(node=node, actor=request.user.get_username())
+    words = pgettext("staff", "%(node)s: move %(move)s %(status)s")
+    return words % {"node": node.name, "move": move.pk, "status": move.get_status_display()}
 
 
-@login_required
-@permission_required(OPERATOR, raise_exception=True)
-@require_POST
-def move_files_release(request: HttpRequest, move_id: int) -> HttpResponse:
+@operator_button(ReleaseRefused)
+def move_files_release(request: HttpRequest, move_id: int) -> str:
     """ "Release the files": the customer has what it needs from the old node (or staff decided otherwise); its
     clean end of rental starts."""
     move = get_object_or_404(NodeMove, pk=move_id)
-    try:
-        move_old_files_release(move_id=move.pk, actor=request.user.get_username())
-    except ReleaseRefused as exc:
-        messages.error(request, str(exc))
-    else:
-        words = pgettext("staff", "%(node)s: the files kept for %(order)s are released")
-        messages.success(request, words % {"node": move.from_node.name, "order": move.order.reference})
-    return redirect("provisioning:console")
+    move_old_files_release(move_id=move.pk, actor=request.user.get_username())
+    words = pgettext("staff", "%(node)s: the files kept for %(order)s are released")
+    return words % {"node": move.from_node.name, "order": move.order.reference}
 
 
-@login_required
-@permission_required(OPERATOR, raise_exception=True)
-@require_POST
-def downtime_decide(request: HttpRequest, hold_id: int) -> HttpResponse:
+@operator_button(DecisionRefused)
+def downtime_decide(request: HttpRequest, hold_id: int) -> str:
     """ "Give the time back" or "No time back" on a downtime held because the tenant could have caused it."""
     hold = get_object_or_404(DowntimeHold, pk=hold_id)
     give = request.POST.get("decision") == "credit"
-    try:
-        decided = downtime_hold_decide(hold_id=hold.pk, credit=give, actor=request.user.get_username())
-    except DecisionRefused as exc:
-        messages.error(request, str(exc))
+    decided = downtime_hold_decide(hold_id=hold.pk, credit=give, actor=request.user.get_username())
+    if decided.decision == "credited":
+        words = pgettext("staff", "%(order)s: downtime on %(node)s given back")
     else:
-        if decided.decision == "credited":
-            words = pgettext("staff", "%(order)s: downtime on %(node)s given back")
-        else:
-            words = pgettext("staff", "%(order)s: downtime on %(node)s not given back")
-        messages.success(request, words % {"order": hold.order.reference, "node": hold.node.name})
-    return redirect("provisioning:console")
+        words = pgettext("staff", "%(order)s: downtime on %(node)s not given back")
+    return words % {"order": hold.order.reference, "node": hold.node.name}
 
 
-@login_required
-@permission_required(OPERATOR, raise_exception=True)
-@require_POST
-def outflow_acknowledged(request: HttpRequest, outflow_id: int) -> HttpResponse:
+@operator_button()
+def outflow_acknowledged(request: HttpRequest, outflow_id: int) -> str | None:
     """Someone has looked into an unexpected outflow: it leaves the console, its row keeps who and when."""
     outflow = get_object_or_404(UnexpectedOutflow, pk=outflow_id)
-    if outflow_acknowledge(outflow_id=outflow.pk, by=request.user.get_username()):
-        messages.success(request, pgettext("staff", "outflow %(tx)s: acknowledged") % {"tx": outflow.tx_hash})
-    return redirect("provisioning:console")
+    if not outflow_acknowledge(outflow_id=outflow.pk, by=request.user.get_username()):
+        return None  # no longer open: acknowledged already
+    return pgettext("staff", "outflow %(tx)s: acknowledged") % {"tx": outflow.tx_hash}
 
 
 @login_required

@@ -5,7 +5,7 @@ Both check the same limits and call shop.advisor for the estimate; nothing is st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from django import forms
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api_errors import BAD_INPUT, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from core.api_errors import BAD_INPUT, BODY_READ, documented
 from orders.models import LotSpec
 from shop.advice import advice_for_current_lot
 from shop.advisor import (
@@ -139,9 +139,9 @@ class AdvisorForm(forms.Form):
     def clean_layers(self) -> int | None:
         return self._check("layers")
 
-    def clean(self) -> dict[str, Any]:
+    def clean(self) -> dict[str, Any] | None:
         data = super().clean()
-        if "parameters" in data:
+        if data is not None and "parameters" in data:
             try:
                 data["parameter_count"] = parse_parameter_count(
                     data["parameters"], data.get("parameters_unit") or ParameterUnit.BILLIONS
@@ -180,16 +180,17 @@ def advisor(request: HttpRequest) -> HttpResponse:
     """The form, and once it is sent (GET ?parameters=...), the estimate with its formulas and verdict."""
     form = AdvisorForm(_with_defaults(request.GET) if "parameters" in request.GET else None)
     advice = advice_for_current_lot(form.fit_request()) if form.is_bound and form.is_valid() else None
+    notice_classes: dict[str | None, str] = {
+        Verdict.FITS_ONE_CARD: "notice--success",
+        Verdict.NEEDS_PAIR_SHARDED: "",
+        Verdict.DOES_NOT_FIT_PAIR: "notice--warning",
+    }
     context = {
         "form": form,
         "lot": LotSpec.current(),
         "advice": advice,
         "order_path": order_path(advice.lots) if advice else None,
-        "notice_class": {
-            Verdict.FITS_ONE_CARD: "notice--success",
-            Verdict.NEEDS_PAIR_SHARDED: "",
-            Verdict.DOES_NOT_FIT_PAIR: "notice--warning",
-        }.get(advice.verdict if advice else None, ""),
+        "notice_class": notice_classes.get(advice.verdict if advice else None, ""),
     }
     return render(request, "shop/advisor.html", context)
 
@@ -225,6 +226,10 @@ class AdvisorInput(serializers.Serializer):
         except AdvisorInputError as exc:
             raise serializers.ValidationError(exc.message) from None
 
+    @overload
+    def _check(self, field: str, value: int) -> int: ...
+    @overload
+    def _check(self, field: str, value: int | None) -> int | None: ...
     def _check(self, field: str, value: int | None) -> int | None:
         if value is None:
             return None
@@ -317,7 +322,7 @@ class AdvisorApi(APIView):
     @extend_schema(
         request=AdvisorInput,
         examples=[OpenApiExample("13B, sharded", {"parameters": "13B", "strategy": "sharded"}, request_only=True)],
-        responses={200: AdvisorOutput, 400: BAD_INPUT, 413: TOO_LARGE, 415: UNSUPPORTED_MEDIA_TYPE},
+        responses=documented({200: AdvisorOutput}, BODY_READ),
         summary="Estimate the memory per card",
     )
     def post(self, request: Request) -> Response:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.cache import cache
@@ -15,18 +17,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api_errors import BAD_INPUT, NOT_FOUND, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from core.api_errors import LIMITED, LIMITED_BODY_READ, NOT_FOUND, ApiView, documented
 from core.api_fields import EmailTextField, SlugTextField, TextField
 from core.conditional import etag_matches, not_modified, validator_set
 from core.input_errors import OrderInputError
 from core.page_cache import page_key
 from orders.key_change import KeyChangeRefused, key_replace
 from orders.models import HypothesisKind
-from orders.orders import order_for_token
 from orders.sshkeys import MAX_KEY_CHARS
 from payments.notices import payment_notice_submit
 from shop.catalog import catalog_current
 from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
+from shop.order_api_base import TOKEN_HEADER, TokenOrderApi
 from shop.order_input import (
     MAX_LOTS_PER_ORDER,
     OrderInputErrors,
@@ -82,6 +84,9 @@ class CatalogOutput(serializers.Serializer):
     lots_available = serializers.IntegerField()
 
 
+Checked = TypeVar("Checked")
+Resolved = TypeVar("Resolved")
+
 CATALOG_BODY_SECONDS = 600  # keyed by the catalog's version: a changed catalog is a new key
 
 
@@ -98,7 +103,8 @@ class CatalogApi(APIView):
         return Response({**body, "lots_available": catalog.lots_available})
 
 
-def _field_check(check, value):
+def _field_check(check: Callable[[Checked], Resolved], value: Checked) -> Resolved:
+    """The check's result, or its OrderInputError as the serializer field's error."""
     try:
         return check(value)
     except OrderInputError as exc:
@@ -149,7 +155,7 @@ class OrderInput(serializers.Serializer):
                 raise serializers.ValidationError(exc.message) from None
         return value
 
-    def validate(self, attrs: dict) -> dict:
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         language = attrs.get("language") or get_language() or "en"
         try:
             attrs["order_request"] = build_order_request(attrs, language=language)
@@ -288,26 +294,17 @@ ORDER_EXAMPLE = OpenApiExample(
 )
 
 
-class OrderCreateApi(APIView):
+class OrderCreateApi(ApiView):
     @extend_schema(
         request=OrderInput,
         examples=[ORDER_EXAMPLE],
-        responses={
-            201: OrderOutput,
-            400: BAD_INPUT,
-            413: TOO_LARGE,
-            415: UNSUPPORTED_MEDIA_TYPE,
-            429: RATE_LIMITED,
-        },
+        responses=documented({201: OrderOutput}, LIMITED_BODY_READ),
         summary="Place an order",
     )
     def post(self, request: Request) -> Response:
         data = OrderInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            placed = order_create(request=data.validated_data["order_request"])
-        except OrderInputError as exc:
-            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        placed = order_create(request=data.validated_data["order_request"])
         version = OrderVersion.of_new_order(placed.order)
         body = order_representation(placed.order, token=placed.access_token, request=request, version=version)
         return Response(_ORDER_OUTPUT.to_representation(body), status=status.HTTP_201_CREATED)
@@ -324,7 +321,6 @@ class PaidOutput(serializers.Serializer):
     detail = serializers.CharField()
 
 
-TOKEN_HEADER = OpenApiParameter("X-Order-Token", str, OpenApiParameter.HEADER, required=True)
 IF_NONE_MATCH = OpenApiParameter(
     "If-None-Match",
     str,
@@ -337,11 +333,11 @@ IF_NONE_MATCH = OpenApiParameter(
 ORDER_BODY_SECONDS = 60
 
 
-def order_body_kept(*, version: OrderVersion, etag: str, token: str, request: Request) -> dict:
+def order_body_kept(*, version: OrderVersion, etag: str, token: str, request: Request) -> dict[str, Any]:
     """The order's body, kept under its ETag: a client that asks again without If-None-Match while nothing
     changed is answered from it. The key also names what the body echoes: the token and the site's address."""
     key = page_key("api-order", etag, request.build_absolute_uri("/"), token)
-    body = cache.get(key)
+    body: dict[str, Any] | None = cache.get(key)
     if body is None:
         shown = order_representation(order_read(version), token=token, request=request, version=version)
         body = _ORDER_OUTPUT.to_representation(shown)
@@ -352,7 +348,7 @@ def order_body_kept(*, version: OrderVersion, etag: str, token: str, request: Re
 class OrderDetailApi(APIView):
     @extend_schema(
         parameters=[TOKEN_HEADER, IF_NONE_MATCH],
-        responses={200: OrderOutput, 304: None, 404: NOT_FOUND, 429: RATE_LIMITED},
+        responses=documented({200: OrderOutput, 304: None, 404: NOT_FOUND}, LIMITED),
         summary="Read an order with its token (conditional: ETag, If-None-Match)",
     )
     def get(self, request: Request, reference: str) -> Response:
@@ -360,7 +356,7 @@ class OrderDetailApi(APIView):
         version, etag = getattr(request._request, ORDER_VERSION_READ)
         if version is None:  # the token is checked first: a guessed ETag tells a stranger nothing
             raise Http404
-        token = request.headers.get("X-Order-Token")
+        token = request.headers.get("X-Order-Token", "")  # the one that opened the version read
         return validator_set(Response(order_body_kept(version=version, etag=etag, token=token, request=request)), etag)
 
 
@@ -380,30 +376,18 @@ def order_detail(request: HttpRequest, reference: str) -> HttpResponseBase:
     return _order_detail_drf(request, reference=reference)
 
 
-class OrderPaidApi(APIView):
+class OrderPaidApi(TokenOrderApi):
     @extend_schema(
         parameters=[TOKEN_HEADER],
         request=PaidInput,
-        responses={
-            202: PaidOutput,
-            400: BAD_INPUT,
-            404: NOT_FOUND,
-            413: TOO_LARGE,
-            415: UNSUPPORTED_MEDIA_TYPE,
-            429: RATE_LIMITED,
-        },
+        responses=documented({202: PaidOutput, 404: NOT_FOUND}, LIMITED_BODY_READ),
         summary='"I have paid"',
     )
     def post(self, request: Request, reference: str) -> Response:
-        order = order_for_token(reference=reference, token=request.headers.get("X-Order-Token"))
-        if order is None:
-            raise Http404
+        order = self.token_order(reference)
         data = PaidInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            payment_notice_submit(order=order, tx_hash=data.validated_data.get("tx_hash", ""), language=get_language())
-        except OrderInputError as exc:
-            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        payment_notice_submit(order=order, tx_hash=data.validated_data.get("tx_hash", ""), language=get_language())
         order.refresh_from_db()
         body = {
             "reference": order.reference,
@@ -427,25 +411,17 @@ class RefusedOutput(serializers.Serializer):
     )
 
 
-class OrderExtendApi(APIView):
+class OrderExtendApi(TokenOrderApi):
+    refusals = (ExtensionRefused,)
+
     @extend_schema(
         parameters=[TOKEN_HEADER],
         request=ExtendInput,
-        responses={
-            201: ExtensionOutput,
-            400: BAD_INPUT,
-            404: NOT_FOUND,
-            409: RefusedOutput,
-            413: TOO_LARGE,
-            415: UNSUPPORTED_MEDIA_TYPE,
-            429: RATE_LIMITED,
-        },
+        responses=documented({201: ExtensionOutput, 404: NOT_FOUND, 409: RefusedOutput}, LIMITED_BODY_READ),
         summary="Extend an active rental by 3, 7 or 30 days",
     )
     def post(self, request: Request, reference: str) -> Response:
-        order = order_for_token(reference=reference, token=request.headers.get("X-Order-Token"))
-        if order is None:
-            raise Http404
+        order = self.token_order(reference)
         data = ExtendInput(data=request.data)
         data.is_valid(raise_exception=True)
         asked = ExtensionRequest(
@@ -455,14 +431,10 @@ class OrderExtendApi(APIView):
         )
         try:
             extension = extension_create(order=order, request=asked)
-        except ExtensionAwaitingPayment as exc:
+        except ExtensionAwaitingPayment as exc:  # a refusal that also shows the extension to pay first
             waiting = extension_representation(exc.extension, notices=exc.extension.payment.notices.count())
             body = {"detail": str(exc), "extension": ExtensionOutput(waiting).data}
             return Response(body, status=status.HTTP_409_CONFLICT)
-        except ExtensionRefused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except OrderInputError as exc:
-            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
         body = extension_representation(extension, notices=0)
         return Response(ExtensionOutput(body).data, status=status.HTTP_201_CREATED)
 
@@ -483,19 +455,13 @@ class SshKeyChangeOutput(serializers.Serializer):
     detail = serializers.CharField()
 
 
-class OrderSshKeyApi(APIView):
+class OrderSshKeyApi(TokenOrderApi):
+    refusals = (KeyChangeRefused,)
+
     @extend_schema(
         parameters=[TOKEN_HEADER],
         request=SshKeyInput,
-        responses={
-            202: SshKeyChangeOutput,
-            400: BAD_INPUT,
-            404: NOT_FOUND,
-            409: RefusedOutput,
-            413: TOO_LARGE,
-            415: UNSUPPORTED_MEDIA_TYPE,
-            429: RATE_LIMITED,
-        },
+        responses=documented({202: SshKeyChangeOutput, 404: NOT_FOUND, 409: RefusedOutput}, LIMITED_BODY_READ),
         summary="Replace the order's SSH key (before the preparation, or while the rental runs)",
         examples=[
             OpenApiExample(
@@ -509,17 +475,10 @@ class OrderSshKeyApi(APIView):
         ],
     )
     def post(self, request: Request, reference: str) -> Response:
-        order = order_for_token(reference=reference, token=request.headers.get("X-Order-Token"))
-        if order is None:
-            raise Http404
+        order = self.token_order(reference)
         data = SshKeyInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            change = key_replace(order_id=order.pk, text=data.validated_data["ssh_public_key"])
-        except KeyChangeRefused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except OrderInputError as exc:
-            return Response({exc.field: [exc.message]}, status=status.HTTP_400_BAD_REQUEST)
+        change = key_replace(order_id=order.pk, text=data.validated_data["ssh_public_key"])
         detail = (
             _("The new key is saved: access will use it.")
             if change.applied_at is not None

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api_errors import BAD_INPUT, RATE_LIMITED, TOO_LARGE, UNSUPPORTED_MEDIA_TYPE
+from core.api_errors import LIMITED_BODY_READ, documented
 from core.api_fields import EmailTextField
 from core.ratelimit import count, email_key, exceeded, too_many
 from shop.forms import OrderFindForm
@@ -72,11 +72,11 @@ class LookupOutput(serializers.Serializer):
 class OrderLookupApi(APIView):
     @extend_schema(
         request=LookupInput,
-        responses={202: LookupOutput, 400: BAD_INPUT, 413: TOO_LARGE, 415: UNSUPPORTED_MEDIA_TYPE, 429: RATE_LIMITED},
+        responses=documented({202: LookupOutput}, LIMITED_BODY_READ),
         summary='"Find my order": email the links of the orders an address placed',
         description="Always 202 with the same body for a well-formed email, whether or not it placed orders.",
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: Request) -> HttpResponse:  # a Response, or the rate limit's 429 (JSON under /api/)
         data = LookupInput(data=request.data)
         data.is_valid(raise_exception=True)
         email = data.validated_data["email"]
