@@ -8,6 +8,7 @@ or rejects; the treasurer's signer sends it; the scan confirms it on-chain.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from decimal import Decimal
 from typing import Any
@@ -37,7 +38,14 @@ from payments.models import (
 )
 from payments.quotes import QuoteError, usd_rate
 from payments.refund_address import refund_address_check
-from payments.refunds_due import ALL, refunds_due_compute, refunds_due_text
+from payments.refunds_due import (
+    ALL,
+    RefundDue,
+    refunds_due_compute,
+    refunds_due_json,
+    refunds_due_read,
+    refunds_due_text,
+)
 
 R = RefundStatus
 
@@ -74,13 +82,11 @@ def refund_transition(*, refund: Refund, to: str, actor: str, reason: str, now: 
     )
 
 
-def _reason(payment: PaymentRequest, entry: dict[str, Any]) -> str:
+def _reason(payment: PaymentRequest, entry: RefundDue) -> str:
     """Why one entry of `refunds_due` goes back: the payment's own asset (an excess, or late money), another
     asset or network, or everything of an order that will not be served."""
     credits = [
-        credit
-        for credit in payment.credits.on_chain()
-        if (credit.chain_id, credit.token_contract or "") == (entry["chain_id"], entry["contract"] or "")
+        credit for credit in payment.credits.on_chain() if (credit.chain_id, credit.token_contract or "") == entry.key
     ]
     if any(credit.kind in (CreditKind.WRONG_ASSET, CreditKind.WRONG_NETWORK) for credit in credits):
         return RefundReason.WRONG_ASSET
@@ -101,8 +107,8 @@ def refunds_follow(*, payment: PaymentRequest, now: dt.datetime, reason: str = "
     any more). The caller holds the payment's lock. Returns the refunds opened now."""
     decided = payment.refund_decided_at is not None
     due = {
-        (entry["chain_id"], entry["contract"] or ""): entry
-        for entry in payment.refunds_due
+        entry.key: entry
+        for entry in refunds_due_read(payment.refunds_due)
         if decided or _worth_refunding(payment, entry)
     }
     opened = []
@@ -111,7 +117,7 @@ def refunds_follow(*, payment: PaymentRequest, now: dt.datetime, reason: str = "
     for key in keys:
         same = [row for row in rows if (row.chain_id, row.token_contract) == key]
         owed = sum(int(row.amount_base_units) for row in same if row.status in (R.APPROVED, R.SENT, R.CONFIRMED))
-        want = int(due[key]["base_units"]) - owed if key in due else 0
+        want = due[key].base_units - owed if key in due else 0
         open_row = next((row for row in same if row.status in (R.AWAITING_ADDRESS, R.PENDING_APPROVAL)), None)
         if want > 0:  # what is due is never promised twice (a goodwill refund), nor once it has left the address
             want = min(want, refund_room(payment=payment, chain_id=key[0], contract=key[1], besides=open_row))
@@ -132,7 +138,7 @@ def refunds_open_all(*, payment: PaymentRequest, actor: str, reason: str, now: d
     credits = list(payment.credits.on_chain().select_related("network", "asset"))
     if not credits:
         return ""
-    payment.refunds_due = refunds_due_compute(payment=payment, credits=credits, scope=ALL)
+    payment.refunds_due = refunds_due_json(refunds_due_compute(payment=payment, credits=credits, scope=ALL))
     payment.refund_decided_at = now
     payment.save(update_fields=["refunds_due", "refund_decided_at"])
     refunds_follow(payment=payment, now=now, reason=reason)
@@ -147,11 +153,11 @@ def refunds_short(*, payment: PaymentRequest) -> str:
     to the treasury, an unexpected outflow), in words for staff; empty when every unit is promised. A goodwill
     refund counts as promised: it goes to the same customer. The caller holds the payment's lock."""
     missing = []
-    for entry in payment.refunds_due:
-        same = {"chain_id": entry["chain_id"], "token_contract__iexact": entry["contract"] or ""}
+    for entry in refunds_due_read(payment.refunds_due):
+        same = {"chain_id": entry.chain_id, "token_contract__iexact": entry.contract or ""}
         promised = _total(payment.refunds.exclude(status=R.REJECTED).filter(**same))
-        if int(entry["base_units"]) > promised:
-            missing.append({**entry, "base_units": str(int(entry["base_units"]) - promised)})
+        if entry.base_units > promised:
+            missing.append(dataclasses.replace(entry, base_units=entry.base_units - promised))
     if not missing:
         return ""
     return (
@@ -160,20 +166,20 @@ def refunds_short(*, payment: PaymentRequest) -> str:
     )
 
 
-def _entry_asset(entry: dict[str, Any]) -> Asset | None:
+def _entry_asset(entry: RefundDue) -> Asset | None:
     """The shop's asset of one `refunds_due` entry (its chain and contract); None for a token it does not sell."""
-    assets = Asset.objects.select_related("network").filter(network__chain_id=entry["chain_id"])
-    contract = entry["contract"]
+    assets = Asset.objects.select_related("network").filter(network__chain_id=entry.chain_id)
+    contract = entry.contract
     return (assets.filter(contract__iexact=contract) if contract else assets.filter(contract__isnull=True)).first()
 
 
-def _worth_refunding(payment: PaymentRequest, entry: dict[str, Any]) -> bool:
+def _worth_refunding(payment: PaymentRequest, entry: RefundDue) -> bool:
     """Opened by the money alone only for an asset the shop sells, worth REFUND_MIN_USD or more: anyone can send
     dust, or a token of their own making, to a public address; a reviewer opens those when they are real."""
     asset = _entry_asset(entry)
     if asset is None:
         return False
-    whole = Decimal(int(entry["base_units"])).scaleb(-asset.decimals)
+    whole = Decimal(entry.base_units).scaleb(-asset.decimals)
     if asset.pk == payment.asset_id:
         rate = payment.usd_rate
     else:
@@ -184,20 +190,18 @@ def _worth_refunding(payment: PaymentRequest, entry: dict[str, Any]) -> bool:
     return whole * rate >= settings.REFUND_MIN_USD
 
 
-def _refund_open(
-    *, payment: PaymentRequest, entry: dict[str, Any], amount: int, now: dt.datetime, reason: str
-) -> Refund:
+def _refund_open(*, payment: PaymentRequest, entry: RefundDue, amount: int, now: dt.datetime, reason: str) -> Refund:
     asset = _entry_asset(entry)
     network = asset.network if asset else payment.asset.network
     refund = Refund.objects.create(
         payment=payment,
         reason=_reason(payment, entry),
         network=network,
-        chain_id=entry["chain_id"],
-        token_contract=entry["contract"] or "",
+        chain_id=entry.chain_id,
+        token_contract=entry.contract or "",
         asset=asset,
-        symbol=entry["asset"] or "",
-        decimals=entry["decimals"],
+        symbol=entry.asset or "",
+        decimals=entry.decimals,
         amount_base_units=amount,
         created_at=now,
     )

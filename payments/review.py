@@ -19,7 +19,7 @@ from payments.extension_money import extension_money_came_late, money_arrived_at
 from payments.lifecycle import REVIEWER_TRANSITIONS, payment_note, payment_transition
 from payments.models import Credit, CreditKind, PaymentRequest, PaymentStatus, RefundReason
 from payments.refunds import refunds_follow
-from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_text
+from payments.refunds_due import ALL, UNNEEDED, refunds_due_compute, refunds_due_json, refunds_due_text
 
 P = PaymentStatus
 # Refunds that give back the money meant to pay the order.
@@ -116,7 +116,7 @@ def _reject(review: Review) -> None:
     payment, now = review.payment, review.now
     _refuse_unless_allowed(payment, P.REJECTED)
     payment.reviewed_at, payment.reviewed_by = now, review.reviewer
-    payment.refunds_due = refunds_due_compute(payment=payment, credits=review.credits, scope=ALL)
+    payment.refunds_due = refunds_due_json(refunds_due_compute(payment=payment, credits=review.credits, scope=ALL))
     payment.refund_decided_at = now
     payment.save(update_fields=["reviewed_at", "reviewed_by", "refunds_due", "refund_decided_at"])
     payment_transition(payment=payment, to=P.REJECTED, actor=review.actor, reason=review.reason, now=now)
@@ -139,7 +139,7 @@ def _mark_for_refund(review: Review) -> None:
     due = refunds_due_compute(payment=payment, credits=review.credits, scope=UNNEEDED)
     if payment.status == P.REJECTED or not due:
         due = refunds_due_compute(payment=payment, credits=review.credits, scope=ALL)
-    payment.refunds_due, payment.refund_decided_at = due, now
+    payment.refunds_due, payment.refund_decided_at = refunds_due_json(due), now
     payment.save(update_fields=["refunds_due", "refund_decided_at"])
     reason = f"marked for refund of {refunds_due_text(due)}: {review.reason}"
     payment_note(payment=payment, actor=review.actor, reason=reason, now=now)

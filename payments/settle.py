@@ -39,7 +39,7 @@ from payments.extension_money import extension_money_came_late, money_arrived_at
 from payments.lifecycle import payment_note, payment_transition
 from payments.models import Credit, CreditKind, PaymentRequest, PaymentStatus
 from payments.refunds import refunds_follow
-from payments.refunds_due import AFTER_SETTLEMENT, FINAL, STRAY, UNNEEDED, refunds_due_compute
+from payments.refunds_due import AFTER_SETTLEMENT, FINAL, STRAY, UNNEEDED, refunds_due_compute, refunds_due_json
 
 log = logging.getLogger(__name__)
 P = PaymentStatus
@@ -152,7 +152,7 @@ def _figures_from_credits(payment: PaymentRequest, credits: list[Credit], now: d
     payment.confirmations = confirmations
     if payment.refund_decided_at is None:  # until a reviewer decides, what is due back follows the chain
         scope = _due_scope(payment, status, now)
-        payment.refunds_due = refunds_due_compute(payment=payment, credits=credits, scope=scope)
+        payment.refunds_due = refunds_due_json(refunds_due_compute(payment=payment, credits=credits, scope=scope))
     return status
 
 

@@ -10,13 +10,15 @@ Every address a plan names is watched by the scan for PAYMENT_WATCH_DAYS more (`
 payment's window or status, and an approved refund keeps its address watched until it is confirmed
 (PaymentRequest.objects.watched): what the signer sends from it is recorded, so a refund it paid is never planned
 again. Each refund a plan names gets an event row (REFUND_PLANNED): a refund named by two plans is visible to staff.
+
+The plan is written in the signer's own format (`payments/signer/plan.py`, no Django): typed values here, JSON only
+at the API (`Plan.to_json()`), read back by the signer with `Plan.from_json`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -38,8 +40,8 @@ from payments.models import (
 )
 from payments.networks import rpc_client, treasury_address
 from payments.rpc import RpcClient
+from payments.signer.plan import GAS_ACCOUNT_PATH, HeldBack, Plan, PlanItem, PlanRefund
 
-GAS_ACCOUNT_PATH = "m/44'/60'/0'/1/0"  # the account's internal chain, index 0: derivable from the xpub
 # Gas per transfer, a little above what anvil measured (docs/staff-guide.md, "Collecting and refunding":
 # 46,872-51,672 for a token transfer); the plan's estimate only. A token address also gets one gas top-up (a
 # native transfer).
@@ -95,7 +97,8 @@ def _balances(client: RpcClient, wanted: list[tuple[str, str]]) -> list[int]:
     return [int(answer or "0x0", 16) for answer in client.batch(calls)]
 
 
-def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict[str, Any]:
+def treasury_plan(*, network: Network, client: RpcClient | None = None) -> Plan:
+    """The network's plan, in the signer's own format (payments.signer.plan): `.to_json()` is what the API answers."""
     client = client or rpc_client(network)
     configured = treasury_address(network)
     treasury = to_checksum_address(configured) if is_address(configured) else None
@@ -103,9 +106,11 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict[
     wanted = [(payment, contract) for payment in payments for contract in _assets_on(payment)]
     balances = _balances(client, [(payment.address, contract) for payment, contract in wanted])
     symbols = {(a.contract or "").lower(): a.symbol for a in network.assets.all()}
-    items, held_back = [], []
+    items: list[PlanItem] = []
+    held_back: list[HeldBack] = []
     transfers: defaultdict[str, int] = defaultdict(int)  # by kind: token, native
-    planned_payments, planned_refunds = set(), []
+    planned_payments: set[int] = set()
+    planned_refunds: list[Refund] = []
     for (payment, contract), balance in zip(wanted, balances, strict=True):
         refunds = [
             r for r in payment.refunds.all() if r.token_contract.lower() == contract and r.chain_id == network.chain_id
@@ -115,28 +120,37 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict[
         owed = sum(int(r.amount_base_units) for r in approved)
         sweepable = treasury is not None and (payment.settled_at is not None or payment.status == REJECTED)
         sweep = max(0, balance - owed - held) if sweepable else 0
-        where = {
-            "address": to_checksum_address(payment.address),
-            "order": payment.order.reference,
-            "asset": symbols.get(contract, ""),
-            "contract": to_checksum_address(contract) if contract else None,
-            "balance_base_units": balance,
-        }
+        address = to_checksum_address(payment.address)
+        asset = symbols.get(contract, "")
+        token = to_checksum_address(contract) if contract else None
         if owed > balance:  # money left the address that the refunds counted on (a leaked key?): nothing is sent
-            held_back.append({**where, "owed_base_units": owed, "reason": HELD_BACK_REASON})
+            held_back.append(
+                HeldBack(
+                    address=address,
+                    order=payment.order.reference,
+                    asset=asset,
+                    contract=token,
+                    balance=balance,
+                    owed=owed,
+                    reason=HELD_BACK_REASON,
+                )
+            )
             continue
         if balance == 0 or (not approved and sweep == 0):
             continue  # nothing to send
         items.append(
-            {
-                **where,
-                "derivation_path": deposit_path(payment),
-                "refunds": [
-                    {"id": r.pk, "to_address": r.to_address, "amount_base_units": int(r.amount_base_units)}
-                    for r in approved
-                ],
-                "sweep_base_units": sweep,
-            }
+            PlanItem(
+                address=address,
+                order=payment.order.reference,
+                asset=asset,
+                contract=token,
+                balance=balance,
+                derivation_path=deposit_path(payment),
+                refunds=tuple(
+                    PlanRefund(id=r.pk, to_address=r.to_address, amount=int(r.amount_base_units)) for r in approved
+                ),
+                sweep=sweep,
+            )
         )
         planned_payments.add(payment.pk)
         planned_refunds += approved
@@ -146,18 +160,18 @@ def treasury_plan(*, network: Network, client: RpcClient | None = None) -> dict[
     gas_account = gas_account_address()
     gas_price, gas_balance = client.batch([("eth_gasPrice", []), ("eth_getBalance", [gas_account, "latest"])])
     gas_units = transfers["token"] * TOKEN_TRANSFER_GAS + transfers["native"] * NATIVE_TRANSFER_GAS
-    return {
-        "network": network.slug,
-        "chain_id": network.chain_id,
-        "treasury": treasury,
-        "gas_account": gas_account,
-        "gas_account_path": GAS_ACCOUNT_PATH,
-        "gas_account_balance_wei": int(gas_balance, 16),
-        "gas_price_wei": int(gas_price, 16),
-        "gas_estimate_wei": gas_units * int(gas_price, 16),
-        "items": items,
-        "held_back": held_back,
-    }
+    return Plan(
+        network=network.slug,
+        chain_id=network.chain_id,
+        treasury=treasury,
+        gas_account=gas_account,
+        gas_account_path=GAS_ACCOUNT_PATH,
+        gas_account_balance_wei=int(gas_balance, 16),
+        gas_price_wei=int(gas_price, 16),
+        gas_estimate_wei=gas_units * int(gas_price, 16),
+        items=tuple(items),
+        held_back=tuple(held_back),
+    )
 
 
 def _planned_record(

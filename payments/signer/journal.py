@@ -99,7 +99,7 @@ class RefundRegister:
             _write_json(self.path, {"refunds": self.entries})
 
 
-def refund_key(chain_id: int, refund_id: str) -> str:
+def refund_key(chain_id: int, refund_id: int) -> str:
     """What makes a refund unique for the signer, whatever plan names it: its chain and the shop's refund id."""
     return f"refund:{chain_id}:{refund_id}"
 

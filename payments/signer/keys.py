@@ -8,10 +8,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from payments.signer.files import read_guarded
-from payments.signer.plan import Plan, PlanError
-
-# The account that pays the gas of token transfers: the mnemonic's internal (change) chain, never a deposit.
-GAS_ACCOUNT_PATH = "m/44'/60'/0'/1/0"
+from payments.signer.plan import GAS_ACCOUNT_PATH, Plan, PlanError
 
 Account.enable_unaudited_hdwallet_features()
 

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from payments.signer.chain import Chain
 from payments.signer.pins import Pins
-from payments.signer.plan import Item, Plan, PlanError, Refund
+from payments.signer.plan import Plan, PlanError, PlanItem, PlanRefund
 
 STABLECOINS = frozenset(
     {"USDC", "USDT", "DAI", "USDS", "PYUSD", "USDP", "TUSD", "FDUSD", "GUSD", "USDC.E", "USDT.E", "USDBC", "USDT0"}
@@ -33,8 +33,8 @@ NATIVE_SYMBOLS = {1: "ETH", 10: "ETH", 8453: "ETH", 42161: "ETH", 11155111: "ETH
 class Shown:
     """One refund as the treasurer is shown it."""
 
-    item: Item
-    refund: Refund
+    item: PlanItem
+    refund: PlanRefund
     symbol: str
     decimals: int | None  # None: the token answers no decimals; the amount is shown in base units
     usd: bool  # a USD stablecoin: counted 1:1 against --max-refunds-usd

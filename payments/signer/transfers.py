@@ -14,7 +14,7 @@ from web3.types import TxReceipt
 
 from payments.signer.chain import Chain, WouldRevert, transfer_data
 from payments.signer.journal import Journal, RefundRegister, refund_key, transfer_name
-from payments.signer.plan import Item, Plan
+from payments.signer.plan import Plan, PlanItem
 
 NATIVE_TRANSFER_GAS = 21_000
 # A transfer still to check and send: (its name in the journal, its kind, to, amount).
@@ -173,13 +173,13 @@ class Signer:
         return entry
 
     # One item.
-    def carry_out(self, item: Item, account: LocalAccount, gas_account: LocalAccount) -> None:
+    def carry_out(self, item: PlanItem, account: LocalAccount, gas_account: LocalAccount) -> None:
         try:
             self._carry_out(item, account, gas_account)
         except WouldRevert as error:
             raise ItemRefused(str(error)) from error
 
-    def _carry_out(self, item: Item, account: LocalAccount, gas_account: LocalAccount) -> None:
+    def _carry_out(self, item: PlanItem, account: LocalAccount, gas_account: LocalAccount) -> None:
         slots = [(f"refund:{refund.id}", "refund", refund.to_address, refund.amount) for refund in item.refunds]
         if item.sweep > 0:
             slots.append(("sweep", "sweep", self.plan.treasury, item.sweep))
@@ -210,20 +210,20 @@ class Signer:
         else:
             self._token(item, account, gas_account, pending, len(gas_names))
 
-    def _sent(self, kind: str, item: Item, sender: str, to: str, amount: int, name: str) -> Sent:
+    def _sent(self, kind: str, item: PlanItem, sender: str, to: str, amount: int, name: str) -> Sent:
         # A gas top-up moves the chain's coin whatever the item's asset: its amount is in wei.
         return Sent(
             kind=kind, name=name, sender=sender, to=to, amount=amount, asset="wei" if kind == "gas" else item.asset
         )
 
-    def _gas_names(self, item: Item) -> list[str]:
+    def _gas_names(self, item: PlanItem) -> list[str]:
         names, number = [], 1
         while self.journaled(transfer_name(item.address, item.contract, f"gas:{number}")) is not None:
             names.append(transfer_name(item.address, item.contract, f"gas:{number}"))
             number += 1
         return names
 
-    def _check_balance(self, item: Item, pending: list[Pending], fresh: bool) -> None:
+    def _check_balance(self, item: PlanItem, pending: list[Pending], fresh: bool) -> None:
         """refunds + sweep <= the balance now (a first run); after a partial run, what is left to refund <= it.
         A refund or sweep already paid leaves less than the plan's sum, so a lost journal cannot pay twice."""
         balance = self.chain.balance(item.contract, item.address)
@@ -236,7 +236,7 @@ class Signer:
                 f"{item.address}: the plan moves {needed} {item.asset} base units, the address holds {balance} now"
             )
 
-    def _native(self, item: Item, account: LocalAccount, pending: list[Pending]) -> None:
+    def _native(self, item: PlanItem, account: LocalAccount, pending: list[Pending]) -> None:
         for name, kind, to, amount in pending:
             gas = self.chain.estimate(account.address, to, value=1)
             if kind == "refund":
@@ -263,7 +263,7 @@ class Signer:
             )
 
     def _token(
-        self, item: Item, account: LocalAccount, gas_account: LocalAccount, pending: list[Pending], gas_top_ups: int
+        self, item: PlanItem, account: LocalAccount, gas_account: LocalAccount, pending: list[Pending], gas_top_ups: int
     ) -> None:
         fee = self.chain.fee()
         gases = [

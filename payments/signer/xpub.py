@@ -10,8 +10,8 @@ from pathlib import Path
 
 from bip_utils import Bip39SeedGenerator, Bip44, Bip44Coins
 
-from payments.signer.keys import GAS_ACCOUNT_PATH, derive, read_mnemonic
-from payments.signer.plan import PlanError
+from payments.signer.keys import derive, read_mnemonic
+from payments.signer.plan import GAS_ACCOUNT_PATH, PlanError
 
 
 def account_xpub(mnemonic: str) -> str:

@@ -365,4 +365,4 @@ def test_the_plan_does_not_read_an_address_the_books_show_emptied(chain, custome
     read = " ".join(str(params).lower() for _method, params in client.sent)  # balanceOf carries it without 0x
     assert payment_of(swept).address.lower()[2:] not in read
     assert payment_of(waiting).address.lower()[2:] in read
-    assert [item["order"] for item in plan["items"]] == [waiting["reference"]]
+    assert [item.order for item in plan.items] == [waiting["reference"]]
