@@ -6,12 +6,17 @@ have staff permissions, get the same page without the staff part."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.http import HttpRequest, HttpResponse
 from django.template import loader
 from django.urls import Resolver404, resolve, reverse
 from django.utils.translation import pgettext
 
 from core.roles import roles_in_app, roles_with
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractUser, AnonymousUser
 
 OPERATOR = "provisioning.prepare_order"
 REVIEWER = "payments.review_payment"
@@ -39,7 +44,7 @@ def _roles_for(request: HttpRequest) -> list[str]:
     return []
 
 
-def _own_work(user) -> list[tuple[str, str]]:  # noqa: ANN001 - a user
+def _own_work(user: AbstractUser | AnonymousUser) -> list[tuple[str, str]]:
     """(link, words) for each place the person's permissions let them work in."""
     if not user.is_authenticated or not user.is_staff:
         return []

@@ -8,10 +8,13 @@ database and the broker only: what the web process and the workers cannot work w
 
 from __future__ import annotations
 
+import datetime as dt
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from functools import partial
+from typing import NotRequired, TypedDict
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
@@ -28,12 +31,41 @@ RPC_TIMEOUT_SECONDS = (1.0, 2.0)
 DEADLINE_SECONDS = 3.0
 
 
-def _check(probe) -> dict:
+class RpcDetail(TypedDict):
+    """What a network's RPC probe found, beyond its being up."""
+
+    block: int  # the chain's height
+
+
+class Check(TypedDict):
+    """One probe's outcome: up, or the class of the exception that stopped it ("Timeout" past the deadline)."""
+
+    ok: bool
+    error: NotRequired[str]
+    block: NotRequired[int]  # a network's RPC: RpcDetail
+
+
+class Verifier(TypedDict):
+    """What the last scan pass saw of a network (`ok` None: no pass yet)."""
+
+    ok: bool | None
+    error: str
+    checked_at: dt.datetime | None
+    head_block: int | None
+    providers: int
+    warning: str | None
+
+
+class NetworkCheck(Check):
+    verifier: Verifier
+
+
+def _check(probe: Callable[[], RpcDetail | None]) -> Check:
     try:
         detail = probe()
     except Exception as exc:  # a health page reports every failure instead of raising it
         return {"ok": False, "error": type(exc).__name__}
-    return {"ok": True, **(detail or {})}
+    return {"ok": True} if detail is None else {"ok": True, "block": detail["block"]}
 
 
 def _database() -> None:
@@ -48,10 +80,11 @@ def _broker() -> None:
         conn.ensure_connection(max_retries=1, interval_start=0, timeout=BROKER_TIMEOUT_SECONDS)
 
 
-def _rpc_probe(network: Network) -> dict:
+def _rpc_probe(network: Network) -> RpcDetail:
     """The chain id and the height in one batched request per URL; no database access (it runs in a thread)."""
     client = rpc_client(network)
-    client.timeout = RPC_TIMEOUT_SECONDS
+    # requests takes a (connect, read) pair; RpcClient.timeout is typed float alone (payments/rpc.py, not this file).
+    client.timeout = RPC_TIMEOUT_SECONDS  # type: ignore[assignment]
     client.deadline = sum(RPC_TIMEOUT_SECONDS)  # a provider that drips its answer holds the report no longer
     chain_id, block = client.batch([("eth_chainId", []), ("eth_blockNumber", [])])
     if int(chain_id, 16) != network.chain_id:
@@ -59,14 +92,14 @@ def _rpc_probe(network: Network) -> dict:
     return {"block": int(block, 16)}
 
 
-def _outcome(future: Future, deadline: float) -> dict:
+def _outcome(future: Future[Check], deadline: float) -> Check:
     try:
         return future.result(timeout=max(0.0, deadline - time.monotonic()))
     except FuturesTimeout:
         return {"ok": False, "error": "Timeout"}
 
 
-def _verifier(network: Network) -> dict:
+def _verifier(network: Network) -> Verifier:
     """What the last scan pass saw: a network marked down is hidden at checkout."""
     return {
         "ok": network.rpc_ok,
@@ -86,21 +119,18 @@ def healthz(request: HttpRequest) -> JsonResponse:
         deadline = time.monotonic() + DEADLINE_SECONDS
         broker = pool.submit(_check, _broker)
         database = _check(_database)
-        networks = []
+        networks: list[tuple[Network, Future[Check]]] = []
         if database["ok"]:  # networks are rows of the database: none to report without it
             # Every enabled network with RPC URLs, including one the verifier has taken off checkout.
             enabled = Network.objects.filter(enabled=True).order_by("slug")
             configured = [network for network in enabled if rpc_urls(network)]
             networks = [(network, pool.submit(_check, partial(_rpc_probe, network))) for network in configured]
-        report = {
-            "database": database,
-            "broker": _outcome(broker, deadline),
-            "networks": {
-                network.slug: {**_outcome(probe, deadline), "verifier": _verifier(network)}
-                for network, probe in networks
-            },
+        broker_check = _outcome(broker, deadline)
+        network_checks: dict[str, NetworkCheck] = {
+            network.slug: {**_outcome(probe, deadline), "verifier": _verifier(network)} for network, probe in networks
         }
+        report = {"database": database, "broker": broker_check, "networks": network_checks}
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a slow URL finishes on its own timeout
-    ok = report["database"]["ok"] and report["broker"]["ok"]
+    ok = database["ok"] and broker_check["ok"]
     return JsonResponse({"ok": ok, **report}, status=200 if ok else 503)

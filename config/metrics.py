@@ -12,10 +12,10 @@ expects of a counter, even when the retention pass later deletes the rows.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from django.conf import settings
-from django.db.models import Count, Min, OuterRef, Subquery
+from django.db.models import Count, Min, Model, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -26,8 +26,8 @@ from orders.models import Order, OrderEvent, OrderStatus, OutgoingEmail
 from payments.models import Network, PaymentRequest, ProviderUsage, Refund, ScanCursor
 from payments.rpc_config import rpc_urls
 from provisioning.auto_prepare import AUTO_ACTOR
-from provisioning.health import probe_ages
 from provisioning.models import Node, NodeState, PreparationRun, RunStatus
+from provisioning.rented_node_health import probe_ages
 
 # A payment is open while its order waits for the money.
 OPEN_ORDER_STATUSES = (OrderStatus.AWAITING_PAYMENT, OrderStatus.PAYMENT_REPORTED)
@@ -35,7 +35,7 @@ OPEN_ORDER_STATUSES = (OrderStatus.AWAITING_PAYMENT, OrderStatus.PAYMENT_REPORTE
 FINISHED_RUN_STATUSES = (RunStatus.PASSED, RunStatus.FAILED, RunStatus.ERROR, RunStatus.REFUSED)
 
 
-def _counts(rows, field: str, values, *, tally: str = "") -> dict[str, int]:
+def _counts(rows: QuerySet[Model], field: str, values: Iterable[str], *, tally: str = "") -> dict[str, int]:
     """Every value of a status field with its count, zeros included: a series that vanishes at zero breaks
     `rate()` and alerts that compare with it. Read from the tally that the database keeps for whole-history
     tables (core/tallies), counted where none is kept."""
@@ -196,7 +196,8 @@ def _provisioning() -> Iterator[Metric]:
         runs.add_metric([result], n)
     yield runs
 
-    # Rented nodes' health probes (provisioning/health.py): degraded nodes are provisioning_nodes{state="degraded"}.
+    # Rented nodes' health probes (provisioning/rented_node_health.py); degraded nodes are
+    # provisioning_nodes{state="degraded"}.
     ages = GaugeMetricFamily(
         "provisioning_node_health_age_seconds", "Seconds since the newest health probe of each rented node.",
         labels=["node"],

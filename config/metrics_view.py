@@ -64,7 +64,7 @@ def registry() -> CollectorRegistry:
     families computed from the rows."""
     scrape = CollectorRegistry(auto_describe=False)
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        multiprocess.MultiProcessCollector(scrape)
+        multiprocess.MultiProcessCollector(scrape)  # type: ignore[no-untyped-call]  # prometheus-client: unannotated
     else:
         scrape.register(REQUEST_LATENCY)
     scrape.register(RowsCollector())

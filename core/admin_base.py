@@ -2,41 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import pgettext_lazy
 
+# ModelAdmin and its inlines are generic in the stubs only (subscripting them when the code runs fails). These bases
+# serve any model: each subclass names its own `model`, and the apps' subclasses read their own rows.
+if TYPE_CHECKING:
+    _InlineBase = admin.TabularInline[Any, Any]
+    _ModelAdminBase = admin.ModelAdmin[Any]
+else:
+    _InlineBase = admin.TabularInline
+    _ModelAdminBase = admin.ModelAdmin
 
-class ReadOnlyInline(admin.TabularInline):
+
+class ReadOnlyInline(_InlineBase):
     extra = 0
     can_delete = False
     # Django's tabular inline, its sideways-scrolling group reachable by keyboard (a phone scrolls it).
     template = "admin/edit_inline/tabular_read_only.html"
 
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(_ModelAdminBase):
     # A filtered list counts its own rows only, never the whole table's history again (issue 30)
     show_full_result_count = False
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 

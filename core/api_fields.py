@@ -7,16 +7,23 @@ takes only what core.email_address accepts, and gives its normalised form.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 
 from core.email_address import EmailAddressInvalid, email_normalize
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
-class TextOnlyMixin:
-    default_error_messages = {"not_text": _("Send this field as text (a JSON string).")}
+
+class TextOnlyMixin(serializers.CharField):
+    """Put before a CharField (or one of its subclasses) in the bases: it checks the data is text first."""
+
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
+        "not_text": _("Send this field as text (a JSON string).")
+    }
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Mapping
+from typing import IO
 
 from django.utils.translation import gettext as _
 from rest_framework import parsers
@@ -35,7 +37,12 @@ def json_nesting_exceeds(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 class JSONParser(parsers.JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self,
+        stream: IO[bytes] | None,
+        media_type: str | None = None,
+        parser_context: Mapping[str, object] | None = None,
+    ) -> dict[str, object]:
         body = stream.read() if stream is not None else b""
         if json_nesting_exceeds(body):
             raise ParseError(_("JSON parse error: the body is nested too deeply."))

@@ -9,6 +9,8 @@ from celery.beat import PersistentScheduler
 
 
 class RunFolderScheduler(PersistentScheduler):
+    schedule_filename: str  # set by PersistentScheduler.__init__ (celery-types leaves it out)
+
     def setup_schedule(self) -> None:
         Path(self.schedule_filename).parent.mkdir(parents=True, exist_ok=True)
         super().setup_schedule()

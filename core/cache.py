@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from django.core.cache.backends.redis import RedisCache
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -24,32 +26,52 @@ HUNG = (RedisTimeoutError, TimeoutError)  # it answered nothing in time (a refus
 HUNG_PAUSE_SECONDS = 5.0
 
 
-def _forgiving(default):
-    def wrap(method):
-        @functools.wraps(method)
-        def call(self, *args, **kwargs):
-            if self._paused_until > time.monotonic():
-                return default(*args, **kwargs) if callable(default) else default
-            try:
-                answer = method(self, *args, **kwargs)
-            except UNREACHABLE as exc:
-                if not self._down:
-                    log.warning("cache unreachable, serving without it: %s", exc)
-                self._down = True
-                if isinstance(exc, HUNG):
-                    self._paused_until = time.monotonic() + HUNG_PAUSE_SECONDS
-                return default(*args, **kwargs) if callable(default) else default
-            if self._down:
-                log.warning("cache reachable again")
-                self._down = False
-            return answer
-
-        return call
-
-    return wrap
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
-def _default_of_get(key, default=None, *args, **kwargs):
+def _forgiving(
+    method: Callable[Concatenate[RedisCache, _P], _R], default: Callable[..., _R]
+) -> Callable[Concatenate[ForgivingRedisCache, _P], _R]:
+    """`method`, answering `default(*args, **kwargs)` (called with the method's own arguments) instead of raising
+    while the cache cannot be reached."""
+
+    def call(self: ForgivingRedisCache, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if self._paused_until > time.monotonic():
+            return default(*args, **kwargs)
+        try:
+            answer = method(self, *args, **kwargs)
+        except UNREACHABLE as exc:
+            if not self._down:
+                log.warning("cache unreachable, serving without it: %s", exc)
+            self._down = True
+            if isinstance(exc, HUNG):
+                self._paused_until = time.monotonic() + HUNG_PAUSE_SECONDS
+            return default(*args, **kwargs)
+        if self._down:
+            log.warning("cache reachable again")
+            self._down = False
+        return answer
+
+    functools.update_wrapper(call, method)  # as @functools.wraps, which typeshed types as no plain callable
+    return call
+
+
+def _always(value: _R) -> Callable[..., _R]:
+    """A default that answers `value`, whatever the call's arguments."""
+
+    def answer(*_args: object, **_kwargs: object) -> _R:
+        return value
+
+    return answer
+
+
+def _nothing_found(*_args: object, **_kwargs: object) -> dict[str, Any]:
+    """get_many's answer without the cache: a new dict each call, which the caller may fill."""
+    return {}
+
+
+def _default_of_get(key: object, default: object = None, *args: object, **kwargs: object) -> object:
     return default
 
 
@@ -57,14 +79,14 @@ class ForgivingRedisCache(RedisCache):
     _down = False
     _paused_until = 0.0
 
-    get = _forgiving(_default_of_get)(RedisCache.get)
-    get_many = _forgiving(dict)(RedisCache.get_many)
-    has_key = _forgiving(False)(RedisCache.has_key)
-    add = _forgiving(False)(RedisCache.add)
-    set = _forgiving(None)(RedisCache.set)
-    set_many = _forgiving(list)(RedisCache.set_many)
-    touch = _forgiving(False)(RedisCache.touch)
-    delete = _forgiving(False)(RedisCache.delete)
-    delete_many = _forgiving(None)(RedisCache.delete_many)
-    incr = _forgiving(0)(RedisCache.incr)
-    clear = _forgiving(None)(RedisCache.clear)
+    get = _forgiving(RedisCache.get, _default_of_get)
+    get_many = _forgiving(RedisCache.get_many, _nothing_found)
+    has_key = _forgiving(RedisCache.has_key, _always(False))
+    add = _forgiving(RedisCache.add, _always(False))
+    set = _forgiving(RedisCache.set, _always(None))
+    set_many = _forgiving(RedisCache.set_many, list)
+    touch = _forgiving(RedisCache.touch, _always(False))
+    delete = _forgiving(RedisCache.delete, _always(False))
+    delete_many = _forgiving(RedisCache.delete_many, _always(None))
+    incr = _forgiving(RedisCache.incr, _always(0))
+    clear = _forgiving(RedisCache.clear, _always(None))

@@ -78,7 +78,8 @@ def port_is_free(port: int) -> bool:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        host_port: tuple[str, int] = sock.getsockname()  # an AF_INET socket's address (typeshed: Any, per family)
+        return host_port[1]
 
 
 class Cluster:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 FIELDS = ("order", "network", "node", "task")
 _context: ContextVar[dict[str, str]] = ContextVar("log_context", default={})  # noqa: B039 (never mutated)
@@ -28,15 +28,15 @@ def log_context(**fields: object) -> Iterator[None]:
         _context.reset(token)
 
 
-def log_context_set(**fields: object) -> object:
+def log_context_set(**fields: object) -> Token[dict[str, str]]:
     """For code that cannot wrap a block (Celery's signals): set, and give the token to `log_context_reset`."""
     known = {name: str(value) for name, value in fields.items() if value is not None and name in FIELDS}
     return _context.set({**_context.get(), **known})
 
 
-def log_context_reset(token: object) -> None:
+def log_context_reset(token: Token[dict[str, str]]) -> None:
     try:
-        _context.reset(token)  # type: ignore[arg-type]
+        _context.reset(token)
     except ValueError:  # set in another context (a signal sent from elsewhere): forget the fields instead
         _context.set({})
 

@@ -17,11 +17,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pythonjsonlogger.json import JsonFormatter
 
 from core.log_context import FIELDS
 from core.redaction import RedactingFormatter, RedactingGunicornLogger, redact
+
+if TYPE_CHECKING:
+    from gunicorn.config import Config as GunicornConfig
 
 HUMAN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(context)s%(message)s"
 
@@ -29,8 +34,16 @@ HUMAN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(context)s%(message)s"
 class HumanFormatter(RedactingFormatter):
     """`2026-12-03 21:00:00,123 INFO payments.scan [network=base task=...] message`, redacted."""
 
-    def __init__(self, fmt: str | None = None, *args, **kwargs) -> None:
-        super().__init__(fmt or HUMAN_FORMAT, *args, **kwargs)
+    def __init__(
+        self,
+        fmt: str | None = None,
+        datefmt: str | None = None,
+        style: Literal["%", "{", "$"] = "%",
+        validate: bool = True,
+        *,
+        defaults: Mapping[str, object] | None = None,
+    ) -> None:
+        super().__init__(fmt or HUMAN_FORMAT, datefmt, style, validate, defaults=defaults)
 
     def format(self, record: logging.LogRecord) -> str:
         known = [f"{name}={getattr(record, name)}" for name in FIELDS if getattr(record, name, None) is not None]
@@ -41,18 +54,21 @@ class HumanFormatter(RedactingFormatter):
 class RedactingJsonFormatter(JsonFormatter):
     """One JSON object per line; every string value redacted before it is serialised (the JSON stays valid)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    # Passed through as they come: JsonFormatter's own *args and **kwargs are untyped (BaseJsonFormatter's options).
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("fmt", "%(levelname)s %(name)s %(message)s")
         kwargs.setdefault("rename_fields", {"levelname": "level", "name": "logger"})
         kwargs.setdefault("json_ensure_ascii", False)
         super().__init__(*args, **kwargs)
 
-    def add_fields(self, log_data: dict, record: logging.LogRecord, message_dict: dict) -> None:
+    def add_fields(
+        self, log_data: dict[str, object], record: logging.LogRecord, message_dict: dict[str, object]
+    ) -> None:
         log_data["time"] = dt.datetime.fromtimestamp(record.created, tz=dt.UTC).isoformat(timespec="milliseconds")
         super().add_fields(log_data, record, message_dict)
         log_data.pop("context", None)  # the human formatter's, when both handlers see a record
 
-    def process_log_record(self, log_data: dict) -> dict:
+    def process_log_record(self, log_data: dict[str, object]) -> dict[str, object]:
         return {key: _redacted(value) for key, value in log_data.items()}
 
 
@@ -70,7 +86,7 @@ class GunicornLogger(RedactingGunicornLogger):
     """gunicorn's own error and access logs (its loggers do not propagate to Django's): redacted as before, and
     one JSON object per line under LOG_FORMAT=json (`--logger-class core.logs.GunicornLogger`)."""
 
-    def setup(self, cfg) -> None:
+    def setup(self, cfg: GunicornConfig) -> None:
         super().setup(cfg)
         if os.environ.get("LOG_FORMAT", "").strip().lower() == "json":
             for handler in [*self.error_log.handlers, *self.access_log.handlers]:

@@ -38,7 +38,7 @@ def page_kept(
     *,
     key: str,
     seconds: int,
-    render: Callable[[dict], HttpResponse],
+    render: Callable[[dict[str, str]], HttpResponse],
 ) -> HttpResponse:
     """The page under `key`, rendered by `render(holes)` when not kept (`holes` goes into its context), kept
     for `seconds` when it rendered a 200, and always served with the holes filled for this request."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -21,7 +22,7 @@ from django.utils.translation import gettext as _
 from core.email_address import email_match_key
 
 # (url name, method) -> bucket. Every request counts against its bucket.
-COUNTED = {
+COUNTED: dict[tuple[str, str | None], str] = {
     ("api_order_create", "POST"): "orders",
     ("shop:order_review", "POST"): "orders",
     ("api_order_paid", "POST"): "paid",
@@ -81,10 +82,11 @@ def email_key(email: str) -> str:
 def client_ip(request: HttpRequest) -> str:
     """REMOTE_ADDR, or the address the last of `RATELIMIT_TRUSTED_PROXIES` proxies saw in X-Forwarded-For."""
     proxies = settings.RATELIMIT_TRUSTED_PROXIES
-    remote = request.META.get("REMOTE_ADDR", "")
+    remote: str = request.META.get("REMOTE_ADDR", "")
     if proxies <= 0:
         return remote
-    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
+    forwarded: str = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
     if len(hops) < proxies:
         return hops[0] if hops else remote
     return hops[-proxies]
@@ -126,7 +128,7 @@ def too_many(request: HttpRequest, retry_after: int, message: str = "") -> HttpR
 
 
 class RateLimitMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
@@ -141,7 +143,13 @@ class RateLimitMiddleware:
             count("token_failures", client_ip(request))
         return response
 
-    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., HttpResponse],
+        view_args: tuple[object, ...],
+        view_kwargs: dict[str, object],
+    ) -> HttpResponse | None:
         if not settings.RATELIMIT_ENABLE:
             return None
         name = request.resolver_match.view_name if request.resolver_match else ""

@@ -10,11 +10,19 @@ import importlib.util
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.views.debug import SafeExceptionReporterFilter
 from gunicorn.glogging import Logger as GunicornLogger
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from gunicorn.http.message import Request
+    from gunicorn.http.wsgi import Response
 
 REDACTED = "[redacted]"
 PATTERNS = [
@@ -48,7 +56,7 @@ def _bip39_words() -> frozenset[str]:
 BIP39_WORDS = _bip39_words()
 
 
-def _mnemonic_redacted(match: re.Match) -> str:
+def _mnemonic_redacted(match: re.Match[str]) -> str:
     """Within a run of short lower-case words, each stretch of 12 or more BIP-39 words is redacted."""
     words = re.split(r"(\s+)", match.group(0))
     out: list[str] = []
@@ -74,7 +82,7 @@ def _mnemonic_redacted(match: re.Match) -> str:
     return "".join(out)
 
 
-def _webhook_path_pattern() -> re.Pattern | None:
+def _webhook_path_pattern() -> re.Pattern[str] | None:
     """A chat webhook's URL is its credential (Slack's /services/T../B../secret): its path never reaches a log,
     whoever writes it (urllib3 logs the request line at DEBUG)."""
     url = os.environ.get("STAFF_WEBHOOK_URL", "").strip()
@@ -100,10 +108,13 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
-class RedactingGunicornLogger(GunicornLogger):
+# gunicorn ships no types (its names are Any: [[tool.mypy.overrides]] ignore_missing_imports), so its base is Any.
+class RedactingGunicornLogger(GunicornLogger):  # type: ignore[misc]
     """gunicorn's logger with every access-log field redacted (`--logger-class`, see docker-compose.yml)."""
 
-    def atoms(self, resp, req, environ, request_time) -> dict:
+    def atoms(
+        self, resp: Response, req: Request, environ: Mapping[str, object], request_time: dt.timedelta
+    ) -> dict[str, object]:
         fields = super().atoms(resp, req, environ, request_time)
         return {key: redact(value) if isinstance(value, str) else value for key, value in fields.items()}
 
@@ -113,6 +124,6 @@ class SecretsHidingExceptionReporterFilter(SafeExceptionReporterFilter):
 
     hidden_settings = re.compile(r"API|TOKEN|KEY|SECRET|PASS|SIGNATURE|XPUB|DATABASE_URL|BROKER_URL|RPC_URLS", re.I)
 
-    def cleanse_setting(self, key, value):
+    def cleanse_setting(self, key: int | str, value: object) -> object:
         value = super().cleanse_setting(key, value)
         return redact(value) if type(value) is str else value  # not lazy objects that pose as str

@@ -37,7 +37,7 @@ def status_move(
     row: models.Model,
     to: str,
     table: dict[str, frozenset[str]],
-    event_model: type[TransitionEvent],
+    event_model: type[models.Model],
     link: str,
     actor: str,
     reason: str,
@@ -67,7 +67,7 @@ def status_move(
         for name, value in also.items():
             setattr(row, name, value)
         row.save(update_fields=[field, *also])
-        event_model.objects.create(
+        event_model._default_manager.create(
             **{link: row, event_fields[0]: current, event_fields[1]: to},
             created_at=now or timezone.now(),
             actor=actor,

@@ -3,11 +3,14 @@ for the lot the shop sells."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from orders.models import LotSpec
 from shop.advisor import (
     H200_MEMORY_GB,
     Advice,
     FitRequest,
+    MemoryPerCard,
     Strategy,
     Verdict,
     cards_needed_sharded,
@@ -18,6 +21,19 @@ from shop.advisor import (
     usable_gb,
 )
 from shop.advisor_text import advice_message, advice_notes, advice_title, formula_rows, usable_formula
+
+
+class MessageContext(TypedDict):
+    """The figures `advice_message` words the verdict with (its keyword arguments)."""
+
+    gpu_model: str
+    card_memory_gb: int
+    cards_per_lot: int
+    usable: float
+    one_copy: MemoryPerCard
+    sharded: MemoryPerCard
+    h200_fits: bool
+    cards_needed: int | None
 
 
 def fit_advice(request: FitRequest, *, gpu_model: str, card_memory_gb: int, cards_per_lot: int) -> Advice:
@@ -31,7 +47,7 @@ def fit_advice(request: FitRequest, *, gpu_model: str, card_memory_gb: int, card
     per_card = sharded if shards > 1 else one_copy
     h200_fits = verdict == Verdict.FITS_ONE_CARD and one_copy.total <= usable_gb(H200_MEMORY_GB)
     rows = formula_rows(request, shape, per_card, shards=shards)
-    context = {
+    context: MessageContext = {
         "gpu_model": gpu_model,
         "card_memory_gb": card_memory_gb,
         "cards_per_lot": cards_per_lot,

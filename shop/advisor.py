@@ -181,10 +181,11 @@ def model_shape(parameters: int, hidden_size: int | None = None, layers: int | N
     h = (128 × P / 12)^(1/3) rounded to a multiple of 256, then L = P / (12 × h²) rounded.
     """
     hidden, depth = hidden_size, layers
-    if hidden is None and depth is None:
-        hidden = max(HIDDEN_ROUNDING, round((HIDDEN_PER_LAYER * parameters / 12) ** (1 / 3) / 256) * 256)
     if hidden is None:
-        hidden = max(64, round(math.sqrt(parameters / (12 * depth)) / 64) * 64)
+        if depth is None:
+            hidden = max(HIDDEN_ROUNDING, round((HIDDEN_PER_LAYER * parameters / 12) ** (1 / 3) / 256) * 256)
+        else:
+            hidden = max(64, round(math.sqrt(parameters / (12 * depth)) / 64) * 64)
     if depth is None:
         depth = max(1, round(parameters / (12 * hidden**2)))
     return ModelShape(hidden, depth, hidden_derived=hidden_size is None, layers_derived=layers is None)
@@ -199,7 +200,8 @@ def optimizer_state_bytes(optimizer: str, hidden_size: int) -> float:
     """
     if optimizer == Optimizer.ADAFACTOR:
         return 8 / hidden_size
-    return {Optimizer.ADAMW: 8, Optimizer.ADAMW_8BIT: 2, Optimizer.SGD_MOMENTUM: 4}[optimizer]
+    state_bytes: dict[str, int] = {Optimizer.ADAMW: 8, Optimizer.ADAMW_8BIT: 2, Optimizer.SGD_MOMENTUM: 4}
+    return state_bytes[optimizer]
 
 
 def activation_bytes(

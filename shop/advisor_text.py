@@ -59,13 +59,12 @@ def _optimizer_detail(request: FitRequest, hidden_size: int) -> str:
             % {"bytes": _bytes(optimizer_state_bytes(request.optimizer, hidden_size))}
         )
     else:
-        parts.append(
-            {
-                Optimizer.ADAMW: _("8 B AdamW m and v in FP32"),
-                Optimizer.ADAMW_8BIT: _("2 B AdamW m and v in 8-bit"),
-                Optimizer.SGD_MOMENTUM: _("4 B FP32 momentum"),
-            }[request.optimizer]
-        )
+        state_words: dict[str, str] = {
+            Optimizer.ADAMW: _("8 B AdamW m and v in FP32"),
+            Optimizer.ADAMW_8BIT: _("2 B AdamW m and v in 8-bit"),
+            Optimizer.SGD_MOMENTUM: _("4 B FP32 momentum"),
+        }
+        parts.append(state_words[request.optimizer])
     return " + ".join(parts)
 
 
@@ -148,11 +147,12 @@ def usable_formula(card_memory_gb: int) -> str:
 
 
 def advice_title(verdict: str, *, gpu_model: str) -> str:
-    return {
+    titles: dict[str, str] = {
         Verdict.FITS_ONE_CARD: _("Fits on one %(gpu)s"),
         Verdict.NEEDS_PAIR_SHARDED: _("Needs the pair of %(gpu)s cards, sharded"),
         Verdict.DOES_NOT_FIT_PAIR: _("Does not fit a pair of %(gpu)s cards"),
-    }[verdict] % {"gpu": gpu_model}
+    }
+    return titles[verdict] % {"gpu": gpu_model}
 
 
 def advice_message(

@@ -142,7 +142,8 @@ def order_version_read(*, reference: str, token: str | None) -> OrderVersion | N
 
 
 def _version_of(rows: list[tuple]) -> OrderVersion:
-    first_payment_id, notices, tx_hashes, runs, shown = None, {}, {}, [], []
+    first_payment_id, notices, runs, shown = None, {}, [], []
+    tx_hashes: dict[int, list[str]] = {}
     for row in rows:
         kind = row[0]
         if kind == "o":

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import segno
 from django.conf import settings
@@ -54,6 +54,9 @@ from shop.order_view import order_representation
 from shop.order_waits import minutes_left, minutes_to_preparation
 from shop.placement import order_create
 from shop.receipt import order_receipt, receipt_available, receipt_language
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 WIZARD_KEY = "order_wizard"
 STATUS_REFRESH_SECONDS = 15
@@ -261,7 +264,7 @@ def order_review(request: HttpRequest) -> HttpResponse:
     return render(request, "shop/order_review.html", context, status=400 if errors else 200)
 
 
-def _hypothesis_label(wizard: dict[str, Any]) -> str:
+def _hypothesis_label(wizard: dict[str, Any]) -> StrOrPromise:
     kind = wizard.get("hypothesis_kind")
     return HypothesisKind(kind).label if kind in HypothesisKind.values else ""
 

@@ -375,11 +375,11 @@ NODE_CONNECT_TIMEOUT_SECONDS = env_int("NODE_CONNECT_TIMEOUT_SECONDS", 10)
 PREPARATION_STUCK_AFTER_SECONDS = env_int("PREPARATION_STUCK_AFTER_SECONDS", 120)
 REMINDER_HOURS = (72, 24, 1)
 
-# The renter's campaign (docs: README "Rented nodes"). Rented nodes are probed every few minutes without
-# loading their cards; results are kept this many days.
+# The renter's campaign (docs/provisioning.md, "While a rental runs"). Rented nodes are probed every few minutes
+# without loading their cards; results are kept this many days.
 NODE_HEALTH_PROBE_MINUTES = env_int("NODE_HEALTH_PROBE_MINUTES", 5)
 NODE_HEALTH_KEEP_DAYS = env_int("NODE_HEALTH_KEEP_DAYS", 14)
-# Rented nodes: a health probe each (README, "Rented nodes are watched"); old probes go with the retention pass.
+# Rented nodes: a health probe each (docs/provisioning.md, "While a rental runs"); old probes go with retention.
 CELERY_BEAT_SCHEDULE["probe-rented-nodes"] = {
     "task": "provisioning.tasks.node_health_probes_task",
     "schedule": 60.0 * NODE_HEALTH_PROBE_MINUTES,
@@ -419,7 +419,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }
 
-# Retention (shop/retention.py, README "Retention"): operational history goes after these many days, in an
+# Retention (shop/retention.py, docs/operating.md "Retention"): operational history goes after these many days, in an
 # hourly pass of short batches. Money evidence is kept; personal data goes as the privacy page says.
 JOB_KEEP_DAYS = env_int("JOB_KEEP_DAYS", 7)  # background jobs done or given up (a lookup's typed address with them)
 EMAIL_KEEP_DAYS = env_int("EMAIL_KEEP_DAYS", 30)  # customer emails sent (who, which, when: no body is stored)

@@ -33,7 +33,7 @@ class JobKind(StrEnum):
     NODE_CHECK = "provisioning.node_check"  # an operator's or the daily check of one node
     NODE_MOVE = "provisioning.node_move"  # a rental moved to a spare node (provisioning/moves.py)
     NODE_MOVE_REVOKE = "provisioning.node_move_revoke"  # the moved rental's old node: its clean end of rental
-    NODE_HEALTH = "provisioning.node_health"  # the health probe of one rented node (provisioning/health.py)
+    NODE_HEALTH = "provisioning.node_health"  # the health probe of one rented node (provisioning/rented_node_health.py)
     ACCESS_STATE = "provisioning.access_state"  # `b200` and the order's facts on its nodes (provisioning/b200_state.py)
     ACCESS_NOTICE = "provisioning.access_notice"  # the notice before the end, on one node (provisioning/end_notice.py)
 

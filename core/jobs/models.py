@@ -7,7 +7,7 @@ from django.utils import timezone
 from django.utils.translation import pgettext_lazy
 
 
-class JobQuerySet(models.QuerySet):
+class JobQuerySet(models.QuerySet["Job"]):
     def open(self) -> JobQuerySet:
         return self.filter(done_at__isnull=True)
 

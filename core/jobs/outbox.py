@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import transaction
@@ -24,6 +24,7 @@ from core.jobs.kinds import JobKind, job_task_for
 from core.jobs.models import Job
 
 log = logging.getLogger(__name__)
+_R = TypeVar("_R")
 
 
 def job_enqueue(kind: JobKind, **args: Any) -> Job:
@@ -69,8 +70,8 @@ def jobs_send_due(*, now: dt.datetime, limit: int = 500) -> int:
 
 
 def job_run(
-    job_id: int, work: Callable[[], Any], *, delivery: str, lease_seconds: int, max_attempts: int | None
-) -> Any:
+    job_id: int, work: Callable[[], _R], *, delivery: str, lease_seconds: int, max_attempts: int | None
+) -> _R | None:
     """Claim the job for this `delivery` (the Celery message id) and do its work; None when it is done already
     or another delivery holds it. The broker gives a message back only when its worker died (late acks), so
     the same delivery takes over its own claim at once. An error is written on the row (beat retries it

@@ -12,8 +12,11 @@ takes it back) and two writers of the same label queue on that row only until th
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 FUNCTIONS = """
 CREATE OR REPLACE FUNCTION tally_add(tally_name text, tally_label text, delta bigint) RETURNS void
@@ -63,8 +66,8 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _executed(sql: str):
-    def run(apps, schema_editor) -> None:
+def _executed(sql: str) -> Callable[[StateApps, BaseDatabaseSchemaEditor], None]:
+    def run(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
         schema_editor.execute(sql)
 
     return run

@@ -95,3 +95,15 @@ def test_a_hung_cache_costs_one_timeout_then_is_left_alone_for_a_few_seconds(cac
     assert statuses == [200, 200, 200]
     assert seconds < 0.5 * 2
     cache_on_private_redis.thaw()
+
+
+def test_with_the_cache_stopped_every_cache_call_answers_as_an_empty_cache(cache_on_private_redis):
+    # Given a cache whose Redis is stopped
+    cache_on_private_redis.stop()
+
+    # Then each call answers what an empty cache would, never an error
+    assert cache.get_many(["shop:a", "shop:b"]) == {}
+    assert cache.get("shop:a", "fallback") == "fallback"
+    assert cache.add("shop:a", 1) is False
+    assert cache.set_many({"shop:a": 1, "shop:b": 2}) == ["shop:a", "shop:b"]
+    assert cache.delete("shop:a") is False
