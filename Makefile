@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint messages bench clean cpu-torch screenshots
+.PHONY: run test check lint messages bench clean cpu-torch screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,12 +66,19 @@ bench: $(VENV)/.test-deps node_modules/.deps
 	$(BIN)/python bench/history.py --orders 1000 10000 100000
 
 # mypy (django-stubs, DRF stubs) held to mypy-baseline.json, which only shrinks: scripts/mypy_baseline.py --update
-# writes what shrank. orders/ and payments/ are checked strictly ([tool.mypy] in pyproject.toml).
+# writes what shrank. orders, payments, core, fleet and config are checked strictly ([tool.mypy] in pyproject.toml).
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 	$(BIN)/python scripts/mypy_baseline.py
+
+# The fast loop (about two minutes on 2 cores): lint, then every test not marked `slow`. tests/conftest.py marks
+# `slow` at collection what starts real servers or runs real work: the sandboxed sshd, Celery workers, gunicorn,
+# the preflight, the benchmarks, the browser. `make test` (and CI) still runs everything.
+check: lint node_modules/.deps messages
+	$(WITH_POSTGRES) $(BIN)/python -m pytest -n $(TEST_WORKERS) --ignore=tests/browser -m "not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) node_modules .run staticfiles

@@ -38,14 +38,6 @@ def refund_units_text(refund: Refund) -> str:
     return units_text(int(refund.amount_base_units), refund.decimals, refund.symbol)
 
 
-def asset_units_text(base_units: Any, asset: Asset | None, contract: str) -> str:
-    """An amount of a movement that names its token by contract (a sweep, an unexpected outflow): `asset` is
-    the shop's asset for that contract on that chain, if it sells one (assets_by_contract)."""
-    if asset is None:
-        return unknown_token_text(int(base_units), contract)
-    return units_text(int(base_units), asset.decimals, asset.symbol)
-
-
 def with_asset(queryset: QuerySet[M]) -> QuerySet[M]:
     """Rows with a `network` and a `token_contract` (sweeps, unexpected outflows), each annotated with the
     shop's asset for that token (`asset_symbol`, `asset_decimals`; None for a token it does not sell): in the
@@ -65,11 +57,6 @@ def movement_units_text(row: Any) -> str:
     if decimals is None:
         return unknown_token_text(int(row.amount_base_units), row.token_contract)
     return units_text(int(row.amount_base_units), decimals, row.asset_symbol)
-
-
-def assets_by_contract() -> dict[tuple[int, str], Asset]:
-    """Every asset the shop sells, by (chain id, lower-case contract; '' for the coin)."""
-    return {(a.network.chain_id, (a.contract or "").lower()): a for a in Asset.objects.select_related("network")}
 
 
 def due_text(entries: list[dict[str, Any]]) -> str:

@@ -94,13 +94,6 @@ def full_blocks(client: RpcClient, network: Network, start: int, end: int) -> It
         number += count
 
 
-def top_level_transfers(
-    *, network: Network, client: RpcClient, asset: Asset, start: int, end: int, addresses: set[str]
-) -> list[Transfer]:
-    """Plain transactions with value to a watched address in [start, end]; reverted ones moved nothing."""
-    return top_level_moves(network=network, client=client, asset=asset, start=start, end=end, addresses=addresses)[0]
-
-
 def top_level_moves(
     *, network: Network, client: RpcClient, asset: Asset, start: int, end: int, addresses: set[str]
 ) -> tuple[list[Transfer], list[Transfer]]:

@@ -12,6 +12,65 @@ from tests.servers import Anvil
 from tests.sshd import uid_floor
 from tests.staff import add_staff
 
+# The `slow` tier (pyproject.toml's markers; `make check` runs the rest, `make test` everything). A test is slow
+# when it asks, directly or through another fixture, for one of these: each starts real processes or runs real
+# work measured in seconds, not milliseconds.
+SLOW_FIXTURES = frozenset(
+    {
+        # the sandboxed OpenSSH servers (tests/sshd.py, tests/provisioning/flow/node_faults.py)
+        "sandbox_sshd",
+        "stock_sshd",
+        "private_sshd",
+        # real Celery workers, beat, gunicorn, private Redis and PostgreSQL servers (tests/servers.py,
+        # tests/faults/servers.py)
+        "celery_worker",
+        "payments_worker",
+        "workers",
+        "private_redis",
+        "private_postgres",
+        # the GPU preflight run for real: torchrun-like ranks on CPU, torch.compile
+        "preflight",
+        "require_torch",
+        # the browser journey (tests/browser, run apart by `make test`)
+        "browser",
+    }
+)
+# Tests that start such processes themselves, without a fixture (measured: each takes seconds), by module.
+SLOW_MODULES = frozenset(
+    {
+        "tests/perf/test_bench_scripts.py",  # the bench/ scripts at their smallest sizes
+        "tests/deploy/test_metrics_under_gunicorn.py",  # gunicorn
+        "tests/deploy/test_no_secrets_in_logs.py",  # gunicorn
+        "tests/faults/test_broker_down.py",  # gunicorn, workers, beat
+        "tests/faults/test_database_restart.py",  # gunicorn, a private PostgreSQL
+        "tests/faults/test_worker_killed.py",  # workers
+        "tests/project/test_types.py",  # mypy
+        "tests/project/test_layers.py",  # lint-imports
+        "tests/project/test_newcomer_journey.py",  # `make run` from a fresh checkout
+        "tests/project/test_make_run_torch.py",
+    }
+)
+# The real servers a test needs, marked the same way: `-m "not postgres and not redis"` runs what needs neither.
+# `postgres`: the test database (a `django_db` mark or a database fixture) or a private PostgreSQL cluster;
+# `redis`: the Redis server of CELERY_BROKER_URL.
+POSTGRES_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server", "private_postgres"})
+REDIS_FIXTURES = frozenset({"redis_broker", "redis_url", "celery_worker", "payments_worker", "workers"})
+REDIS_MODULES = frozenset({"tests/faults/test_worker_killed.py"})
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `slow`, `postgres` and `redis` from the fixtures a test uses and the modules listed above."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        module = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+        if names & SLOW_FIXTURES or module in SLOW_MODULES or module.startswith("tests/browser/"):
+            item.add_marker(pytest.mark.slow)
+        if names & POSTGRES_FIXTURES or item.get_closest_marker("django_db") is not None:
+            item.add_marker(pytest.mark.postgres)
+        if names & REDIS_FIXTURES or module in REDIS_MODULES:
+            item.add_marker(pytest.mark.redis)
+
 
 @pytest.fixture(autouse=True)
 def _empty_cache():

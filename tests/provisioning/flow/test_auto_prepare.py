@@ -25,7 +25,7 @@ def auto_jobs(order) -> int:
 
 @pytest.mark.django_db
 def test_with_auto_prepare_on_paying_an_order_prepares_and_hands_it_over_with_no_operator(
-    ssh_node, fast_preparation, paid_order, settings, django_capture_on_commit_callbacks
+    shared_preflight, ssh_node, fast_preparation, paid_order, settings, django_capture_on_commit_callbacks
 ):
     settings.AUTO_PREPARE = True
     # When a customer pays (the jobs stored with the payment run once it commits, as a worker runs them)
@@ -49,7 +49,7 @@ def test_with_auto_prepare_on_paying_an_order_prepares_and_hands_it_over_with_no
 
 @pytest.mark.django_db
 def test_with_auto_prepare_off_a_paid_order_waits_for_an_operator(
-    ssh_node, fast_preparation, paid_order, settings, client, django_capture_on_commit_callbacks
+    shared_preflight, ssh_node, fast_preparation, paid_order, settings, client, django_capture_on_commit_callbacks
 ):
     settings.AUTO_PREPARE = False
     with django_capture_on_commit_callbacks(execute=True):
@@ -66,7 +66,14 @@ def test_with_auto_prepare_off_a_paid_order_waits_for_an_operator(
 
 @pytest.mark.django_db
 def test_an_operator_sees_an_automatic_start_and_stops_it_and_the_order_waits_for_a_person(
-    ssh_node, fast_preparation, paid_order, settings, client, operator, django_capture_on_commit_callbacks
+    shared_preflight,
+    ssh_node,
+    fast_preparation,
+    paid_order,
+    settings,
+    client,
+    operator,
+    django_capture_on_commit_callbacks,
 ):
     settings.AUTO_PREPARE = True
     # Given an order paid with AUTO_PREPARE on, whose automatic start ran and whose run is queued (no worker yet)
@@ -112,7 +119,7 @@ def test_an_operator_sees_an_automatic_start_and_stops_it_and_the_order_waits_fo
 
 @pytest.mark.django_db
 def test_with_auto_prepare_on_the_waiting_metric_counts_only_orders_whose_automatic_start_failed(
-    ssh_node, fast_preparation, paid_order, settings, client, django_capture_on_commit_callbacks
+    shared_preflight, ssh_node, fast_preparation, paid_order, settings, client, django_capture_on_commit_callbacks
 ):
     settings.AUTO_PREPARE = True
     # Given an order paid long ago whose automatic start has not run yet: it waits on no person

@@ -32,7 +32,7 @@ def tenant(ssh_node, grant, key_path, tmp_path, command: str) -> subprocess.Comp
 
 
 def test_the_hand_over_installs_b200_whose_status_matches_the_order_and_the_end_removes_it(
-    tmp_path, ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, customer_key,
+    shared_preflight, tmp_path, ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, customer_key,
     django_capture_on_commit_callbacks,
 ):  # fmt: skip
     # Given a Spanish customer's rental handed over on a node behind a real sshd
@@ -77,7 +77,7 @@ def test_the_hand_over_installs_b200_whose_status_matches_the_order_and_the_end_
 
 
 def test_the_notice_before_the_end_reaches_the_tenants_home_once_per_end(
-    tmp_path, ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, customer_key,
+    shared_preflight, tmp_path, ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, customer_key,
     django_capture_on_commit_callbacks, settings,
 ):  # fmt: skip
     from provisioning.tasks import access_notices_task

@@ -11,8 +11,8 @@ import json
 import pytest
 from django.utils import timezone
 
-from orders.credits import rental_time_adjust
 from orders.models import OrderStatus, RentalCredit
+from orders.rental_credits import rental_time_adjust
 from provisioning import node_tools
 from provisioning.downtime import downtime_episode_close
 from provisioning.drivers import driver_for
@@ -46,7 +46,7 @@ def _backstop(end: dt.datetime) -> str:
 
 @pytest.mark.django_db
 def test_downtime_given_back_moves_the_key_backstop_on_the_node_and_signs_a_manifest_revision(
-    ssh_node, paid_order, operator, client, settings, django_capture_on_commit_callbacks
+    shared_preflight, ssh_node, paid_order, operator, client, settings, django_capture_on_commit_callbacks
 ):
     # Given an active rental on a node behind a real sshd, its last reminder already sent
     settings.DOWNTIME_CREDIT_CAP_HOURS = 72

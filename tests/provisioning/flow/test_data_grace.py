@@ -95,7 +95,7 @@ def gpus(sandbox_sshd):
 
 @pytest.mark.django_db
 def test_after_the_end_the_tenant_downloads_its_checkpoint_over_read_only_sftp_and_nothing_else_until_the_window_ends(
-    ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, customer_key, settings,
+    shared_preflight, ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, customer_key, settings,
     django_capture_on_commit_callbacks, gpus,
 ):  # fmt: skip
     settings.DATA_GRACE_HOURS = 12
@@ -213,7 +213,7 @@ def _command_of(pid: int) -> str:
 
 @pytest.mark.django_db
 def test_with_no_data_window_the_end_of_rental_removes_the_account_at_once(
-    ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, settings,
+    shared_preflight, ssh_node, sandbox_sshd, fast_preparation, paid_order, operator, client, settings,
     django_capture_on_commit_callbacks,
 ):  # fmt: skip
     settings.DATA_GRACE_HOURS = 0

@@ -25,7 +25,7 @@ def _backstop_line(keys_file) -> str:
 
 @pytest.mark.django_db
 def test_an_applied_extension_moves_the_key_backstop_on_the_node_and_signs_a_new_manifest_revision(
-    ssh_node, paid_order, operator, client, sandbox_sshd, django_capture_on_commit_callbacks
+    shared_preflight, ssh_node, paid_order, operator, client, sandbox_sshd, django_capture_on_commit_callbacks
 ):
     # Given an active rental on a node behind a real sshd, its last reminder already sent
     order = paid_order()

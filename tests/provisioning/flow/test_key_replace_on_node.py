@@ -28,7 +28,7 @@ def key_url(order) -> str:
 
 @pytest.mark.django_db
 def test_a_key_replaced_during_the_rental_logs_in_the_old_one_is_refused_and_the_manifest_names_it(
-    ssh_node, paid_order, customer_key, make_ssh_key, operator, client, sandbox_sshd,
+    shared_preflight, ssh_node, paid_order, customer_key, make_ssh_key, operator, client, sandbox_sshd,
     django_capture_on_commit_callbacks,
 ):  # fmt: skip
     # Given an active rental on a node behind a real sshd, the customer logged in with their first key
@@ -92,8 +92,8 @@ def test_a_key_replaced_during_the_rental_logs_in_the_old_one_is_refused_and_the
 
 @pytest.mark.django_db
 def test_a_key_the_node_refuses_is_fixed_by_the_customer_from_the_email_and_the_preparation_restarts(
-    local_node, fast_preparation, paid_order, make_ssh_key, operator, client, sandbox_sshd, monkeypatch,
-    django_capture_on_commit_callbacks,
+    shared_preflight, local_node, fast_preparation, paid_order, make_ssh_key, operator, client, sandbox_sshd,
+    monkeypatch, django_capture_on_commit_callbacks,
 ):  # fmt: skip
     # Given a paid order whose key the node tool refuses (exit 4: the shop's check missed something)
     local_node(name="node-a")
@@ -170,7 +170,14 @@ def test_a_preparation_that_failed_on_a_node_does_not_restart_when_the_key_is_re
 
 @pytest.mark.django_db
 def test_a_late_job_for_a_key_replaced_again_never_puts_the_older_key_back(
-    ssh_node, paid_order, make_ssh_key, operator, client, sandbox_sshd, django_capture_on_commit_callbacks
+    shared_preflight,
+    ssh_node,
+    paid_order,
+    make_ssh_key,
+    operator,
+    client,
+    sandbox_sshd,
+    django_capture_on_commit_callbacks,
 ):
     # Given an active rental, and two new keys sent one after the other before any job ran
     order = paid_order()

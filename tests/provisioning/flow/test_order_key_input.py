@@ -22,7 +22,7 @@ def customer_session(sshd, order, key_path) -> SSHDriver:
 
 @pytest.mark.django_db
 def test_a_key_whose_comment_is_not_ascii_is_installed_and_every_node_stays_for_sale(
-    local_node, fast_preparation, paid_order, customer_key, operator, client, sandbox_sshd,
+    shared_preflight, local_node, fast_preparation, paid_order, customer_key, operator, client, sandbox_sshd,
     django_capture_on_commit_callbacks,
 ):  # fmt: skip
     # Given four free nodes and a paid order whose key's comment is `josé@laptop`

@@ -82,7 +82,14 @@ def test_a_refused_ssh_key_tells_the_customer_to_send_another_key(
 
 @pytest.mark.django_db
 def test_the_end_of_the_rental_emails_the_customer_once_with_the_receipt(
-    local_node, fast_preparation, paid_order, operator, client, django_capture_on_commit_callbacks, settings
+    shared_preflight,
+    local_node,
+    fast_preparation,
+    paid_order,
+    operator,
+    client,
+    django_capture_on_commit_callbacks,
+    settings,
 ):
     settings.DATA_GRACE_HOURS = 0  # the end itself, no time to take data home (tests/.../test_data_grace.py)
     # Given an active rental (placed in French)

@@ -139,7 +139,7 @@ def test_reminders_go_out_72_24_and_1_hours_before_the_end_once_each(
 
 @pytest.mark.django_db
 def test_an_operator_token_from_drf_create_token_starts_a_preparation(
-    paid_order, local_node, operator, client, django_capture_on_commit_callbacks
+    shared_preflight, paid_order, local_node, operator, client, django_capture_on_commit_callbacks
 ):
     # Given an operator's API token, made the way docs/staff-guide.md says
     local_node()

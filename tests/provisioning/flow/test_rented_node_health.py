@@ -24,8 +24,8 @@ from core.jobs.kinds import JobKind
 from core.jobs.models import Job
 from orders.models import CreditKind, OrderStatus, RentalCredit
 from orders.order_links import order_status_path
-from provisioning.health import downtime_close_due, health_probe, health_probes_start
 from provisioning.models import AccessGrant, DowntimeHold, NodeEvent, NodeHealth, NodeState
+from provisioning.rented_node_health import downtime_close_due, health_probe, health_probes_start
 from provisioning.tasks import access_revoke_due_task, node_health_probes_task
 from tests.provisioning.flow.node_faults import node_processes, prepare, wait_until
 from tests.provisioning.preflight.fake_tools import ANY, UUIDS, nvlink_status, ok
@@ -103,7 +103,16 @@ def node_tools(server, *, nvidia_smi: dict, dmesg: str) -> None:
 
 
 @pytest.fixture
-def rented(ssh_node, paid_order, operator, client, fast_preparation, sandbox_sshd, django_capture_on_commit_callbacks):
+def rented(
+    shared_preflight,
+    ssh_node,
+    paid_order,
+    operator,
+    client,
+    fast_preparation,
+    sandbox_sshd,
+    django_capture_on_commit_callbacks,
+):
     """An active rental on the sandboxed node, its operators reachable by email; the fakes removed after."""
     operator.email = OPS
     operator.save()
@@ -285,7 +294,7 @@ def test_an_unreachable_rented_node_is_degraded_once_and_recovers_when_it_answer
 def test_a_rented_node_that_accepts_ssh_and_then_hangs_is_degraded_at_the_tools_timeout_and_its_tool_killed(
     rented, ssh_node, sandbox_sshd, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from provisioning import health
+    from provisioning import rented_node_health as health
 
     # Given a rented node that answers SSH but whose Python never returns (a wedged driver, a stuck filesystem)
     monkeypatch.setattr(health, "TOOL_TIMEOUT_SECONDS", 3)

@@ -33,7 +33,7 @@ def customer_ssh_files(tmp_path, access_node: dict, key_path) -> tuple[list[str]
 
 
 def test_the_orders_ssh_config_and_known_hosts_line_log_in_sftp_and_scp_with_nothing_asked(
-    tmp_path, ssh_node, fast_preparation, paid_order, operator, client, customer_key,
+    shared_preflight, tmp_path, ssh_node, fast_preparation, paid_order, operator, client, customer_key,
     django_capture_on_commit_callbacks,
 ):  # fmt: skip
     # Given an active rental on a node behind a real sshd
@@ -80,7 +80,7 @@ def test_the_orders_ssh_config_and_known_hosts_line_log_in_sftp_and_scp_with_not
 
 
 def test_a_node_re_pinned_after_the_hand_over_gives_no_line_to_trust(
-    ssh_node, fast_preparation, paid_order, operator, client, django_capture_on_commit_callbacks
+    shared_preflight, ssh_node, fast_preparation, paid_order, operator, client, django_capture_on_commit_callbacks
 ):
     order = paid_order(preparation=fast_preparation)
     prepare(client, operator, order, django_capture_on_commit_callbacks)
