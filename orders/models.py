@@ -432,7 +432,7 @@ class CreditKind(models.TextChoices):
 
 class RentalCredit(models.Model):
     """Time added to (or, by staff, removed from) a rental's end, one row per credit: the order's `ends_at` moved
-    by `seconds` in the same transaction (orders.credits). Downtime credits are capped per rental by
+    by `seconds` in the same transaction (orders.rental_credits). Downtime credits are capped per rental by
     DOWNTIME_CREDIT_CAP_HOURS; `asked_seconds` is the downtime measured before the cap."""
 
     order = models.ForeignKey(

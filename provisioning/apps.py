@@ -9,8 +9,8 @@ class ProvisioningConfig(AppConfig):
     verbose_name = pgettext_lazy("staff", "Provisioning")
 
     def ready(self) -> None:
-        from orders.credits import rental_end_moved
         from orders.extensions import extension_applied
+        from orders.rental_credits import rental_end_moved
         from provisioning import emails  # noqa: F401  registers its emails with the outbox
         from provisioning.access import access_follow_extension
         from provisioning.end_follow import access_follow_end

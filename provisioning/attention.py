@@ -125,7 +125,7 @@ def needs_attention() -> list[Attention]:
             if kind == "review":
                 link, detail = _review(order, detail)
             items.append(Attention(kind, order.reference, detail, order.since, link))
-    # A degraded node is rented and out of sale: its health probe fails (provisioning/health.py).
+    # A degraded node is rented and out of sale: its health probe fails (provisioning/rented_node_health.py).
     for state in (NodeState.FAILED, NodeState.MAINTENANCE, NodeState.DEGRADED):
         entered = _entered(NodeEvent.objects.filter(node=OuterRef("pk")), "to_state", state)
         for node in Node.objects.filter(state=state).annotate(since=Coalesce(entered, F("created_at"))):

@@ -1,5 +1,6 @@
 """A rented node's downtime episode, given back on its rental: from the moment the health probe made the node
-`degraded` until it recovered, its rental moved to a spare node, or the rental's end came (orders.credits caps it).
+`degraded` until it recovered, its rental moved to a spare node, or the rental's end came (capped by
+orders.rental_credits).
 
 A fault the tenant's own program can cause never gives time back without a person (issue 39): when every failing
 finding of the episode's probes is of such a kind (TENANT_CAUSABLE), the episode is held (`DowntimeHold`), staff
@@ -14,9 +15,9 @@ import logging
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from orders.credits import rental_downtime_credit
 from orders.models import RentalCredit
 from orders.outbox import email_enqueue
+from orders.rental_credits import rental_downtime_credit
 from provisioning.models import AccessGrant, DowntimeHold, NodeEvent, NodeHealth, NodeState
 
 log = logging.getLogger(__name__)

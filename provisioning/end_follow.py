@@ -1,4 +1,4 @@
-"""Time credited or adjusted on a rental (orders.credits) reaches everything that follows its end, as an
+"""Time credited or adjusted on a rental (orders.rental_credits) reaches everything that follows its end, as an
 extension does: the live grants end with the rental and their reminders are planned again (in the credit's own
 transaction), then a job moves the key backstop on the nodes and signs a manifest revision per credit.
 """
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def access_follow_end(sender: object, *, order: Order, ends_at: dt.datetime, credit: RentalCredit, **_: object):
-    """orders.credits.rental_end_moved, inside the credit's transaction: the grants' end moves now (the
+    """orders.rental_credits.rental_end_moved, inside the credit's transaction: the grants' end moves now (the
     revocation sweep reads it), the reminders start again from it, and the nodes follow through the job outbox.
     A data window opened meanwhile closes: the rental goes on (the access tool's `grant` gives the login back)."""
     AccessGrant.objects.live().filter(order=order).update(ends_at=ends_at, reminders_sent=[], grace_until=None)

@@ -40,7 +40,7 @@ NODE_TRANSITIONS: dict[str, frozenset[str]] = {
     # Handed over; failed its preflight; freed (the order's key was refused); its access withdrawn.
     N.PREPARING: frozenset({N.IN_USE, N.FAILED, N.AVAILABLE, N.REVOKING}),
     # The rental ended; access left on an order that is neither preparing nor active is withdrawn; the health
-    # probe of the rented node fails (provisioning.health).
+    # probe of the rented node fails (provisioning.rented_node_health).
     N.IN_USE: frozenset({N.AVAILABLE, N.REVOKING, N.DEGRADED}),
     # Its probe passes again; the rental ended or moved away (the clean end of rental, then operators recheck it);
     # an operator sets it aside; access left on an order no longer active is withdrawn.

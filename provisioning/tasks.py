@@ -29,12 +29,6 @@ from provisioning.data_window import access_grace_on_node, data_windows_open
 from provisioning.drivers.base import DriverError
 from provisioning.end_follow import access_end_follow
 from provisioning.end_notice import notice_on_node, notices_send
-from provisioning.health import (
-    downtime_close_due,
-    health_probe,
-    health_probe_over_time,
-    health_probes_start,
-)
 from provisioning.key_replace import access_key_replace_on_nodes, preparation_key_retry
 from provisioning.models import AccessGrant, PreparationRun, RunStatus
 from provisioning.moves import MoveWaiting, move_execute
@@ -45,6 +39,12 @@ from provisioning.prepare import (
     preparation_execute,
     preparations_resume_stuck,
     run_stop_over_time,
+)
+from provisioning.rented_node_health import (
+    downtime_close_due,
+    health_probe,
+    health_probe_over_time,
+    health_probes_start,
 )
 
 log = logging.getLogger(__name__)
@@ -309,7 +309,7 @@ HEALTH_SOFT_LIMIT = settings.NODE_CONNECT_TIMEOUT_SECONDS + 90
     time_limit=HEALTH_SOFT_LIMIT + 30,
 )
 def node_health_task(node_id: int) -> bool | None:
-    """One health probe of a rented node (provisioning.health); None when it is no longer rented."""
+    """One health probe of a rented node (provisioning.rented_node_health); None when it is no longer rented."""
     try:
         row = health_probe(node_id=node_id)
     except SoftTimeLimitExceeded:

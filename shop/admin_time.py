@@ -1,4 +1,4 @@
-"""Staff add or remove time on a running rental, with a reason (orders.credits.rental_time_adjust): a small form
+"""Staff add or remove time on a running rental, with a reason (orders.rental_credits.rental_time_adjust): a small form
 on the order's admin page, for staff with the `shop.add_rentalcredit` permission; and the credits listed there."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from django.urls import path, reverse
 from django.utils.translation import pgettext, pgettext_lazy
 
 from core.admin_base import ReadOnlyInline
-from orders.credits import REASON_MAX, STAFF_ADJUST_MAX, CreditRefused, rental_time_adjust
 from orders.models import Order, OrderStatus, RentalCredit
+from orders.rental_credits import REASON_MAX, STAFF_ADJUST_MAX, CreditRefused, rental_time_adjust
 
 ADJUST_PERMISSION = "shop.add_rentalcredit"
 MAX_MINUTES = int(STAFF_ADJUST_MAX.total_seconds() // 60)

@@ -17,7 +17,7 @@ from payments.models import PaymentRequest, PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
 from payments.refunds import CHANGEABLE
-from provisioning.health import order_nodes_health
+from provisioning.rented_node_health import order_nodes_health
 from provisioning.ssh_setup import known_hosts_line, ssh_alias, ssh_config_block
 from shop.order_version import OrderVersion
 
@@ -147,7 +147,8 @@ def order_representation(order: Order, *, token: str, request: HttpRequest, vers
         else [],
         "extensions": extensions_representation(order) if version.has("e") else [],
         "access": access_representation(order) if version.has("g") else None,
-        # The latest health probe of each rented node (provisioning/health.py): healthy, or what is wrong, and when.
+        # The latest health probe of each rented node (provisioning/rented_node_health.py): healthy, or what is
+        # wrong, and when.
         "nodes_health": order_nodes_health(order) if order.status == OrderStatus.ACTIVE and version.has("g") else [],
         # Time given back (downtime) or adjusted by staff: only a rental that ran has any (no query before).
         "credits": credits_api(order) if order.status in (OrderStatus.ACTIVE, OrderStatus.ENDED) else [],

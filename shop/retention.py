@@ -1,4 +1,4 @@
-"""How long each kind of history is kept, and the beat pass that carries it out (README, "Retention").
+"""How long each kind of history is kept, and the beat pass that carries it out (docs/operating.md, "Retention").
 
 Three kinds of rows. Money evidence (credits, refunds, sweeps, outflows, payment and order events, manifests,
 rental credits) is kept for the accounting period, MONEY_EVIDENCE_KEEP_DAYS (ten years by default), after the
@@ -42,7 +42,7 @@ MOVE_CLOSED = (MoveStatus.DONE, MoveStatus.FAILED, MoveStatus.NO_NODE)
 
 @dataclass(frozen=True)
 class Rule:
-    name: str  # what the README's table and the log call it
+    name: str  # what the table of docs/operating.md and the log call it
     keep_days_setting: str
     rows: Callable[[dt.datetime], QuerySet]  # the rows past their time, for a cutoff
     blank: dict | None = None  # fields to clear instead of deleting the row (what else the row holds is kept)

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from provisioning.preflight.checks import allreduce, arch, checkpoint, extensions, memory, step_time, training
+from provisioning.preflight.checks import allreduce, arch, checkpoint, compiled_extensions, memory, step_time, training
 from provisioning.preflight.context import RankContext
 from provisioning.preflight.profile import Settings
 from provisioning.preflight.report import (
@@ -73,7 +73,7 @@ class Stage:
 # and before the all-reduce buffer exists, so they are the model's.
 STAGES = (
     Stage("arch", arch.run, collectives=False),
-    Stage("extensions", extensions.run, collectives=False),
+    Stage("extensions", compiled_extensions.run, collectives=False),
     Stage("load", training.load),
     Stage("forward", training.forward, needs=("load",)),
     Stage("backward", training.backward, needs=("forward",)),

@@ -9,9 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from provisioning.health import latest_health
 from provisioning.models import CheckKind, Node, NodeCheck, NodeHealth
 from provisioning.node_checks import checks_latest
+from provisioning.rented_node_health import latest_health
 
 pytestmark = pytest.mark.django_db
 NOW = timezone.now()

@@ -12,9 +12,9 @@ from django.test import Client
 from django.utils import timezone
 
 from core.js_text import iso_utc
-from orders.credits import rental_downtime_credit, rental_time_adjust
 from orders.models import CreditKind, Order, OutgoingEmail, RentalCredit
 from orders.order_links import order_receipt_path, order_status_path
+from orders.rental_credits import rental_downtime_credit, rental_time_adjust
 from provisioning.downtime import downtime_episode_close
 from provisioning.models import AccessGrant, Node, NodeEvent, NodeState
 from provisioning.states import node_transition

@@ -43,14 +43,14 @@ def flash_attn_layout(tmp_path, monkeypatch):
 
 
 def test_the_kernels_of_flash_attn_are_found_beside_its_package(flash_attn_layout):
-    from provisioning.preflight.checks.extensions import shared_objects
+    from provisioning.preflight.checks.compiled_extensions import shared_objects
 
     package, kernels = flash_attn_layout
     assert shared_objects(package) == [kernels]
 
 
 def test_the_targets_compiled_into_them_are_recorded(flash_attn_layout, tmp_path, monkeypatch):
-    from provisioning.preflight.checks.extensions import elf_targets
+    from provisioning.preflight.checks.compiled_extensions import elf_targets
 
     fake_tools = tmp_path / "fake-nvidia-tools"
     fake_tools.mkdir()
