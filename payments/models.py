@@ -27,6 +27,11 @@ class Finality(models.TextChoices):
 
 
 class Network(models.Model):
+    # Set on an instance, never stored: its quotable assets, prefetched by payments.networks.networks_offered
+    # (to_attr), and the words of its finality a page shows (shop.views).
+    offered_assets: list[Asset]
+    finality_text: str
+
     slug = models.SlugField(
         unique=True,
         help_text=pgettext_lazy("staff", "CHAIN_RPC_URLS_<SLUG> configures its RPC URLs."),

@@ -59,7 +59,8 @@ def networks_offered() -> list[Network]:
     networks = (
         Network.objects.filter(enabled=True)
         .exclude(rpc_ok=False)
-        .prefetch_related(Prefetch("assets", queryset=assets, to_attr="offered_assets"))
+        # Network declares offered_assets (set per instance); the stubs' plugin takes to_attr for a second definition.
+        .prefetch_related(Prefetch("assets", queryset=assets, to_attr="offered_assets"))  # type: ignore[no-redef]
     )
     offered: list[Network] = []
     for network in networks:

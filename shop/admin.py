@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Field, Prefetch, QuerySet
+from django.forms import Field as FormField
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import pgettext, pgettext_lazy
 
@@ -21,9 +24,20 @@ from shop.cancellation import order_cancel_with_refunds
 from shop.forms import EmailAddressField
 from shop.personal_data import ErasureRefused, order_personal_data_erase, order_personal_data_export
 
+# ModelAdmin and its inlines are generic in the stubs only (subscripting them when the code runs fails).
+if TYPE_CHECKING:
+    _LotSpecAdminBase = admin.ModelAdmin[LotSpec]
+    _DurationAdminBase = admin.ModelAdmin[Duration]
+    _PreparationAdminBase = admin.ModelAdmin[Preparation]
+    _OrderAdminBase = admin.ModelAdmin[Order]
+    _PaymentRequestInlineBase = admin.StackedInline[PaymentRequest, Order]
+else:
+    _LotSpecAdminBase = _DurationAdminBase = _PreparationAdminBase = _OrderAdminBase = admin.ModelAdmin
+    _PaymentRequestInlineBase = admin.StackedInline
+
 
 @admin.register(LotSpec)
-class LotSpecAdmin(admin.ModelAdmin):
+class LotSpecAdmin(_LotSpecAdminBase):
     list_display = ["__str__", "gpu_model", "gpus_per_lot", "gpu_memory_gb", "memory_type"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -31,13 +45,13 @@ class LotSpecAdmin(admin.ModelAdmin):
 
 
 @admin.register(Duration)
-class DurationAdmin(admin.ModelAdmin):
+class DurationAdmin(_DurationAdminBase):
     list_display = ["days", "price_per_lot_usd", "purpose_en", "active"]
     list_editable = ["price_per_lot_usd", "active"]
 
 
 @admin.register(Preparation)
-class PreparationAdmin(admin.ModelAdmin):
+class PreparationAdmin(_PreparationAdminBase):
     list_display = ["slug", "name_en", "position", "active"]
     list_editable = ["position", "active"]
     prepopulated_fields = {"slug": ["name_en"]}
@@ -56,7 +70,7 @@ class ReservationInline(ReadOnlyInline):
         return super().get_queryset(request).select_related("node")  # one row per lot, each naming its node
 
 
-class PaymentRequestInline(admin.StackedInline):
+class PaymentRequestInline(_PaymentRequestInlineBase):
     model = PaymentRequest
     can_delete = False
     show_change_link = True  # the payment's own page: credits, notices, events, review actions
@@ -89,7 +103,7 @@ class PaymentRequestInline(admin.StackedInline):
             .prefetch_related(Prefetch("credits", queryset=credits, to_attr="shown"))
         )
 
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
         return False
 
     @admin.display(description=pgettext_lazy("staff", "amount"))
@@ -136,7 +150,7 @@ class DurationDaysFilter(admin.SimpleListFilter):
     title = pgettext_lazy("staff", "duration")
     parameter_name = "duration_days"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [
             (str(days), days_text(days)) for days in Duration.objects.order_by("days").values_list("days", flat=True)
         ]
@@ -147,7 +161,7 @@ class DurationDaysFilter(admin.SimpleListFilter):
 
 
 @admin.register(Order)
-class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
+class OrderAdmin(TimeAdjustAdminMixin, _OrderAdminBase):
     list_display = ["reference", "status", "lots", "duration_days", "preparation", "total_usd", "email", "created_at"]
     # Filters that cost no read of the orders: fixed choices, the catalog, and dates relative to today (a date
     # hierarchy would read every order's year, then month, to offer them)
@@ -219,12 +233,14 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # orders are placed by customers, through order_create
 
-    def formfield_for_dbfield(self, db_field, request: HttpRequest, **kwargs):  # noqa: ANN001, ANN003, ANN201
+    def formfield_for_dbfield(self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any) -> FormField | None:
         if db_field.name == "email":  # what customers may give, stored as they are
             return EmailAddressField(max_length=db_field.max_length, required=True)
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
-    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Order], search_term: str):  # noqa: ANN201
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Order], search_term: str
+    ) -> tuple[QuerySet[Order], bool]:
         # Emails are matched on their key (core.email_address), never with the database's case-insensitive
         # LIKE: UPPER() folds ı and ſ, and an export or an erasure must not pick up a look-alike's orders.
         results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
@@ -236,7 +252,7 @@ class OrderAdmin(TimeAdjustAdminMixin, admin.ModelAdmin):
                 results |= queryset.filter(email_key__contains=ascii_lower(term))
         return results, may_have_duplicates
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Order | None = None) -> bool:
         return False  # an order and its evidence are kept
 
     @admin.action(

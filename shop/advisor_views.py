@@ -5,6 +5,7 @@ Both check the same limits and call shop.advisor for the estimate; nothing is st
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, overload
 
 from django import forms
@@ -198,12 +199,12 @@ def advisor(request: HttpRequest) -> HttpResponse:
 class LimitedIntegerField(serializers.IntegerField):
     """An integer whose schema documents LIMITS[limit]; validate_<field> checks it, in the advisor's own words."""
 
-    def __init__(self, limit: str, **kwargs) -> None:
+    def __init__(self, limit: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.min_value, self.max_value = LIMITS[limit]  # for the schema only: no DRF validator, no second message
 
 
-class AdvisorInput(serializers.Serializer):
+class AdvisorInput(serializers.Serializer[Mapping[str, object]]):
     parameters = serializers.CharField(
         max_length=40, help_text="Model size: 7B, 350M, 1.5T, 70e9, or a number (read in parameters_unit)."
     )
@@ -256,8 +257,8 @@ class AdvisorInput(serializers.Serializer):
         return FitRequest(**data)
 
 
-class AdvisorOutput(serializers.Serializer):
-    class PerCard(serializers.Serializer):
+class AdvisorOutput(serializers.Serializer[Mapping[str, object]]):
+    class PerCard(serializers.Serializer[Mapping[str, object]]):
         weights = serializers.FloatField()
         gradients = serializers.FloatField()
         optimizer = serializers.FloatField()
@@ -265,11 +266,11 @@ class AdvisorOutput(serializers.Serializer):
         overhead = serializers.FloatField()
         total = serializers.FloatField()
 
-    class Totals(serializers.Serializer):
+    class Totals(serializers.Serializer[Mapping[str, object]]):
         data_parallel = serializers.FloatField(help_text="GB per card with a full copy on each card")
         sharded = serializers.FloatField(help_text="GB per card sharded across the lot's cards")
 
-    class Model(serializers.Serializer):
+    class Model(serializers.Serializer[Mapping[str, object]]):
         parameters = serializers.IntegerField()
         hidden_size = serializers.IntegerField()
         layers = serializers.IntegerField()
@@ -336,7 +337,7 @@ class AdvisorApi(APIView):
     def get(self, request: Request) -> Response:
         return self._advise(request, request.query_params)
 
-    def _advise(self, request: Request, data) -> Response:
+    def _advise(self, request: Request, data: Mapping[str, object]) -> Response:
         serializer = AdvisorInput(data=data)
         if not serializer.is_valid():
             return Response(serializer.errors, status=status.HTTP_400_BAD_REQUEST)

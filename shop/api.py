@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -23,10 +23,11 @@ from core.conditional import etag_matches, not_modified, validator_set
 from core.input_errors import OrderInputError
 from core.page_cache import page_key
 from orders.key_change import KeyChangeRefused, key_replace
-from orders.models import HypothesisKind
+from orders.models import Duration, HypothesisKind, LotSpec, Preparation
 from orders.sshkeys import MAX_KEY_CHARS
+from payments.models import Asset, Network
 from payments.notices import payment_notice_submit
-from shop.catalog import catalog_current
+from shop.catalog import Catalog, catalog_current
 from shop.extension_placement import ExtensionAwaitingPayment, ExtensionRefused, ExtensionRequest, extension_create
 from shop.order_api_base import TOKEN_HEADER, TokenOrderApi
 from shop.order_input import (
@@ -45,25 +46,25 @@ from shop.order_view import extension_representation, order_representation
 from shop.placement import order_create
 
 
-class CatalogOutput(serializers.Serializer):
-    class Lot(serializers.Serializer):
+class CatalogOutput(serializers.Serializer[Catalog]):
+    class Lot(serializers.Serializer[LotSpec]):
         gpus_per_lot = serializers.IntegerField()
         gpu_model = serializers.CharField()
         gpu_memory_gb = serializers.IntegerField()
         memory_type = serializers.CharField()
 
-    class DurationOut(serializers.Serializer):
+    class DurationOut(serializers.Serializer[Duration]):
         days = serializers.IntegerField()
         price_per_lot_usd = serializers.DecimalField(max_digits=12, decimal_places=2)
         purpose = serializers.CharField()
 
-    class PreparationOut(serializers.Serializer):
+    class PreparationOut(serializers.Serializer[Preparation]):
         slug = serializers.SlugField()
         name = serializers.CharField()
         description = serializers.CharField()
 
-    class NetworkOut(serializers.Serializer):
-        class AssetOut(serializers.Serializer):
+    class NetworkOut(serializers.Serializer[Network]):
+        class AssetOut(serializers.Serializer[Asset]):
             symbol = serializers.CharField()
             name = serializers.CharField()
             decimals = serializers.IntegerField()
@@ -111,7 +112,7 @@ def _field_check(check: Callable[[Checked], Resolved], value: Checked) -> Resolv
         raise serializers.ValidationError(exc.message) from None
 
 
-class OrderInput(serializers.Serializer):
+class OrderInput(serializers.Serializer[Mapping[str, object]]):
     """Types and sizes here; the business checks (capacity, catalog, key, asset) in shop.order_input."""
 
     lots = serializers.IntegerField(min_value=1, max_value=MAX_LOTS_PER_ORDER)
@@ -164,7 +165,7 @@ class OrderInput(serializers.Serializer):
         return attrs
 
 
-class RefundDueOutput(serializers.Serializer):
+class RefundDueOutput(serializers.Serializer[Mapping[str, object]]):
     network = serializers.CharField()
     chain_id = serializers.IntegerField()
     asset = serializers.CharField(allow_null=True, help_text="Null: a token the shop does not sell")
@@ -174,7 +175,7 @@ class RefundDueOutput(serializers.Serializer):
     amount = serializers.CharField(allow_null=True, help_text="Decimal string in whole units, when decimals are known")
 
 
-class PaymentOutput(serializers.Serializer):
+class PaymentOutput(serializers.Serializer[Mapping[str, object]]):
     network = serializers.CharField()
     chain_id = serializers.IntegerField()
     asset = serializers.CharField()
@@ -194,7 +195,7 @@ class PaymentOutput(serializers.Serializer):
     refunds_due = RefundDueOutput(many=True, help_text="What is due back, one entry per asset it arrived in")
 
 
-class RefundOutput(serializers.Serializer):
+class RefundOutput(serializers.Serializer[Mapping[str, object]]):
     id = serializers.IntegerField()
     reason = serializers.CharField(help_text="overpaid, late, cancelled, wrong_asset or goodwill")
     asset = serializers.CharField(allow_null=True, help_text="Null: a token the shop does not sell")
@@ -209,7 +210,7 @@ class RefundOutput(serializers.Serializer):
     tx_hash = serializers.CharField(allow_null=True)
 
 
-class ExtensionOutput(serializers.Serializer):
+class ExtensionOutput(serializers.Serializer[Mapping[str, object]]):
     id = serializers.IntegerField()
     duration_days = serializers.IntegerField()
     total_usd = serializers.CharField()
@@ -220,7 +221,7 @@ class ExtensionOutput(serializers.Serializer):
     payment = PaymentOutput()
 
 
-class CreditOutput(serializers.Serializer):
+class CreditOutput(serializers.Serializer[Mapping[str, object]]):
     kind = serializers.CharField(help_text="downtime (given back automatically) or staff (adjusted by staff)")
     seconds = serializers.IntegerField(help_text="Added to the rental's end; negative: removed")
     reason = serializers.CharField(help_text="Why, in the language asked for (staff adjustments: the staff's words)")
@@ -228,7 +229,7 @@ class CreditOutput(serializers.Serializer):
     ends_at_after = serializers.DateTimeField(allow_null=True, help_text="The rental's end after this credit")
 
 
-class NodeHealthOutput(serializers.Serializer):
+class NodeHealthOutput(serializers.Serializer[Mapping[str, object]]):
     node = serializers.CharField()
     state = serializers.CharField(help_text="in_use, or degraded while its health probe fails")
     healthy = serializers.BooleanField(allow_null=True, help_text="The latest probe's verdict; null: not probed yet")
@@ -238,7 +239,7 @@ class NodeHealthOutput(serializers.Serializer):
     warnings = serializers.ListField(child=serializers.CharField(), help_text="Worth knowing, not a fault (disk space)")
 
 
-class OrderOutput(serializers.Serializer):
+class OrderOutput(serializers.Serializer[Mapping[str, object]]):
     reference = serializers.CharField()
     access_token = serializers.CharField()
     status_url = serializers.URLField()
@@ -310,11 +311,11 @@ class OrderCreateApi(ApiView):
         return Response(_ORDER_OUTPUT.to_representation(body), status=status.HTTP_201_CREATED)
 
 
-class PaidInput(serializers.Serializer):
+class PaidInput(serializers.Serializer[Mapping[str, object]]):
     tx_hash = TextField(max_length=200, required=False, allow_blank=True)
 
 
-class PaidOutput(serializers.Serializer):
+class PaidOutput(serializers.Serializer[Mapping[str, object]]):
     reference = serializers.CharField()
     status = serializers.CharField()
     payment_status = serializers.CharField()
@@ -398,13 +399,13 @@ class OrderPaidApi(TokenOrderApi):
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
-class ExtendInput(serializers.Serializer):
+class ExtendInput(serializers.Serializer[Mapping[str, object]]):
     duration_days = serializers.IntegerField()
     network = SlugTextField(max_length=40, required=False, allow_blank=True)
     asset = TextField(max_length=12, required=False, allow_blank=True)
 
 
-class RefusedOutput(serializers.Serializer):
+class RefusedOutput(serializers.Serializer[Mapping[str, object]]):
     detail = serializers.CharField()
     extension = ExtensionOutput(
         required=False, help_text="The extension that still awaits its payment, when that is why: pay it first"
@@ -439,11 +440,11 @@ class OrderExtendApi(TokenOrderApi):
         return Response(ExtensionOutput(body).data, status=status.HTTP_201_CREATED)
 
 
-class SshKeyInput(serializers.Serializer):
+class SshKeyInput(serializers.Serializer[Mapping[str, object]]):
     ssh_public_key = TextField(max_length=MAX_KEY_CHARS, trim_whitespace=True)
 
 
-class SshKeyChangeOutput(serializers.Serializer):
+class SshKeyChangeOutput(serializers.Serializer[Mapping[str, object]]):
     id = serializers.IntegerField()
     old_fingerprint = serializers.CharField()
     new_fingerprint = serializers.CharField()

@@ -49,7 +49,7 @@ class Catalog:
 
 def catalog_data() -> CatalogData:
     """The cached catalog rows; each call returns its own copies (the cache pickles), safe to modify."""
-    data = cache.get(CATALOG_KEY)
+    data: CatalogData | None = cache.get(CATALOG_KEY)
     if data is None:
         rows = (
             LotSpec.current(),

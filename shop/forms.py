@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.datastructures import MultiValueDict
 from django.utils.translation import gettext_lazy as _
 
 from core.email_address import EmailAddressInvalid, email_normalize
@@ -21,13 +25,25 @@ from shop.order_input import (
     resolve_preparation,
 )
 
+CheckArgs = ParamSpec("CheckArgs")
+Checked = TypeVar("Checked")
+
+
+def _choice_field(form: forms.BaseForm, name: str) -> forms.ChoiceField:
+    """The form's field `name`, a ChoiceField (form.fields is typed with plain Fields, which have no choices)."""
+    field = form.fields[name]
+    assert isinstance(field, forms.ChoiceField), name
+    return field
+
 
 class InputCheckMixin:
     """Run a shop.order_input check and put its message on the form field."""
 
-    def run_check(self, check, *args):
+    def run_check(
+        self, check: Callable[CheckArgs, Checked], *args: CheckArgs.args, **kwargs: CheckArgs.kwargs
+    ) -> Checked:
         try:
-            return check(*args)
+            return check(*args, **kwargs)
         except OrderInputError as exc:
             raise forms.ValidationError(exc.message) from None
 
@@ -52,21 +68,23 @@ class ConfigureForm(InputCheckMixin, forms.Form):
     duration_days = forms.TypedChoiceField(label=_("Duration"), coerce=int, widget=forms.RadioSelect)
     preparation = forms.ChoiceField(label=_("Preparation"), widget=forms.RadioSelect)
 
-    def __init__(self, *args, durations: list[Duration], preparations: list[Preparation], **kwargs) -> None:
+    def __init__(self, *args: Any, durations: list[Duration], preparations: list[Preparation], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["duration_days"].choices = [(d.days, _("%(days)s days") % {"days": d.days}) for d in durations]
-        self.fields["preparation"].choices = [(p.slug, p.name) for p in preparations]
+        _choice_field(self, "duration_days").choices = [
+            (d.days, _("%(days)s days") % {"days": d.days}) for d in durations
+        ]
+        _choice_field(self, "preparation").choices = [(p.slug, p.name) for p in preparations]
 
     def clean_lots(self) -> int:
         return self.run_check(check_lots, self.cleaned_data["lots"])
 
     def clean_duration_days(self) -> int:
-        days = self.cleaned_data["duration_days"]
+        days: int = self.cleaned_data["duration_days"]
         self.run_check(resolve_duration, days)
         return days
 
     def clean_preparation(self) -> str:
-        slug = self.cleaned_data["preparation"]
+        slug: str = self.cleaned_data["preparation"]
         self.run_check(resolve_preparation, slug)
         return slug
 
@@ -110,13 +128,16 @@ class ContactForm(InputCheckMixin, forms.Form):
     def clean_ssh_public_key(self) -> str:
         return self.run_check(parse_key, self.cleaned_data["ssh_public_key"]).line
 
-    def clean(self) -> dict:
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         name = self.add_prefix("ssh_public_key")
         if looks_like_private_key(self.data.get(name)):
             # The page is shown again with the error: it must not carry the private key back to the browser.
-            self.data = self.data.copy()
-            self.data[name] = ""
+            # A request's QueryDict copies as a mutable QueryDict (each key's list of values kept); a dict as a dict.
+            data = self.data
+            copied = data.copy() if isinstance(data, MultiValueDict) else dict(data)
+            copied[name] = ""
+            self.data = copied
         return cleaned
 
 
@@ -134,12 +155,12 @@ def _offer_payment_options(field: forms.ChoiceField, networks: list[Network]) ->
 class PaymentForm(InputCheckMixin, forms.Form):
     payment_option = forms.ChoiceField(label=_("Asset and network"), widget=forms.RadioSelect)
 
-    def __init__(self, *args, networks: list[Network], **kwargs) -> None:
+    def __init__(self, *args: Any, networks: list[Network], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        _offer_payment_options(self.fields["payment_option"], networks)
+        _offer_payment_options(_choice_field(self, "payment_option"), networks)
 
     def clean_payment_option(self) -> str:
-        option = self.cleaned_data["payment_option"]
+        option: str = self.cleaned_data["payment_option"]
         network, _sep, symbol = option.partition(":")
         self.run_check(resolve_asset, network, symbol)
         return option
@@ -151,16 +172,16 @@ class ExtendForm(InputCheckMixin, forms.Form):
     duration_days = forms.TypedChoiceField(label=_("More days"), coerce=int, widget=forms.RadioSelect)
     payment_option = forms.ChoiceField(label=_("Asset and network"))
 
-    def __init__(self, *args, durations: list[Duration], networks: list[Network], **kwargs) -> None:
+    def __init__(self, *args: Any, durations: list[Duration], networks: list[Network], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["duration_days"].choices = [
+        _choice_field(self, "duration_days").choices = [
             (
                 d.days,
                 _("%(days)s days, %(usd)s USD per lot") % {"days": d.days, "usd": amount_l10n(d.price_per_lot_usd, 2)},
             )
             for d in durations
         ]
-        _offer_payment_options(self.fields["payment_option"], networks)
+        _offer_payment_options(_choice_field(self, "payment_option"), networks)
 
 
 class KeyReplaceForm(forms.Form):

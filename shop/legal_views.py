@@ -13,7 +13,7 @@ from django.shortcuts import render
 from shop.catalog import catalog_current
 
 
-def _figures() -> dict:
+def _figures() -> dict[str, object]:
     return {
         "catalog": catalog_current(),
         "payment_window_minutes": settings.PAYMENT_WINDOW_MINUTES,

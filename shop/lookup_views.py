@@ -6,6 +6,8 @@ Both answer the same way for any well-formed email, with or without orders; only
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -61,11 +63,11 @@ def order_find_sent(request: HttpRequest) -> HttpResponse:
     return render(request, "shop/order_find.html", {"sent_message": lookup_sent_message()})
 
 
-class LookupInput(serializers.Serializer):
+class LookupInput(serializers.Serializer[Mapping[str, object]]):
     email = EmailTextField(max_length=254)
 
 
-class LookupOutput(serializers.Serializer):
+class LookupOutput(serializers.Serializer[Mapping[str, object]]):
     detail = serializers.CharField()
 
 

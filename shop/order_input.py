@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec
 
 from django.utils.translation import gettext as _
 
@@ -17,6 +18,7 @@ from shop.catalog import catalog_data
 from shop.placement import OrderRequest
 
 MAX_LOTS_PER_ORDER = 64
+CheckArgs = ParamSpec("CheckArgs")  # the arguments of a check, passed on to it as they are
 
 
 class OrderInputErrors(Exception):
@@ -104,9 +106,11 @@ def build_order_request(data: dict[str, Any], *, language: str) -> OrderRequest:
     errors: dict[str, list[str]] = {}
     resolved: dict[str, Any] = {}
 
-    def attempt(field: str, check, *args) -> None:
+    def attempt(
+        field: str, check: Callable[CheckArgs, object], *args: CheckArgs.args, **kwargs: CheckArgs.kwargs
+    ) -> None:
         try:
-            resolved[field] = check(*args)
+            resolved[field] = check(*args, **kwargs)
         except OrderInputError as exc:
             errors.setdefault(exc.field, []).append(exc.message)
 

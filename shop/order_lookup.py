@@ -12,6 +12,8 @@ the database's case-insensitive comparison: PostgreSQL's UPPER() folds `ı` to `
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
@@ -57,7 +59,7 @@ def order_lookup_send(*, email: str) -> OutgoingEmail | None:
 
 
 @email_context(EMAIL_NAME)
-def order_lookup_context(order: Order, params: dict) -> dict:
+def order_lookup_context(order: Order, params: dict[str, Any]) -> dict[str, Any]:  # an orders.outbox.ContextBuilder
     # Read when the email is sent: an order erased meanwhile is left out, one placed meanwhile is listed.
     orders = orders_of_email_key(order.email_key).select_related("preparation")
     return {"orders": [(listed, settings.SITE_URL + order_status_path(listed)) for listed in orders]}

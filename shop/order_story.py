@@ -36,7 +36,8 @@ class Story:
 
 
 def payment_window_open(payment: dict[str, Any], now: dt.datetime) -> bool:
-    return now < payment["expires_at"]
+    expires_at: dt.datetime = payment["expires_at"]
+    return now < expires_at
 
 
 def short(payment: dict[str, Any]) -> bool:

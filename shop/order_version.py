@@ -18,10 +18,11 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypedDict
 
 from django.utils.dateparse import parse_datetime
 
-from core.prepared import CompiledRead, prepared_rows
+from core.prepared import CompiledRead, Row, prepared_rows
 from orders.models import Extension, Order, SshKeyChange
 from orders.orders import order_token_opens
 from payments.models import Credit, Notice, PaymentRequest, Refund
@@ -92,6 +93,15 @@ def version_sql() -> str:
     return VERSION_SQL.format(**{name: model._meta.db_table for name, model in models.items()})
 
 
+class PreparationProgress(TypedDict):
+    """One preparation run of the order, as the version query reads it (its `u` rows)."""
+
+    node: str
+    status: str
+    step: str
+    progress: int
+
+
 @dataclass(frozen=True)
 class OrderVersion:
     """What one version query found: the ETag's input and the small parts of the body it already holds."""
@@ -101,7 +111,7 @@ class OrderVersion:
     first_payment_id: int | None = None
     notices: dict[int, int] = field(default_factory=dict)
     tx_hashes: dict[int, list[str]] = field(default_factory=dict)
-    runs: list[dict] = field(default_factory=list)
+    runs: list[PreparationProgress] = field(default_factory=list)
     kinds: frozenset[str] = frozenset()
     status: str = ""  # the order's
 
@@ -141,8 +151,9 @@ def order_version_read(*, reference: str, token: str | None) -> OrderVersion | N
     return _version_of(rows)
 
 
-def _version_of(rows: list[tuple]) -> OrderVersion:
-    first_payment_id, notices, runs, shown = None, {}, [], []
+def _version_of(rows: list[Row]) -> OrderVersion:
+    first_payment_id, notices, shown = None, {}, []
+    runs: list[PreparationProgress] = []
     tx_hashes: dict[int, list[str]] = {}
     for row in rows:
         kind = row[0]
@@ -171,7 +182,7 @@ def _version_of(rows: list[tuple]) -> OrderVersion:
 
 
 @lru_cache(maxsize=1)
-def _order_read() -> CompiledRead:
+def _order_read() -> CompiledRead[PaymentRequest]:
     return CompiledRead.of(
         PaymentRequest.objects.select_related("order__preparation", "asset__network").filter(pk=0).order_by()
     )

@@ -17,6 +17,7 @@ from payments.models import PaymentRequest, PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
 from payments.refunds import CHANGEABLE
+from payments.refunds_due import RefundDueJson
 from provisioning.rented_node_health import order_nodes_health
 from provisioning.ssh_setup import known_hosts_line, ssh_alias, ssh_config_block
 from shop.order_version import OrderVersion
@@ -92,14 +93,14 @@ def worth_in_usd(payment: PaymentRequest, base_units: int) -> Decimal:
     return (payment.amount_usd * base_units / quoted).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
 
 
-def _refund_due(entry: dict) -> dict[str, Any]:
+def _refund_due(entry: RefundDueJson) -> dict[str, object]:
     """An amount due back in one asset; a token the shop does not sell has no known decimals."""
-    known = entry["decimals"] is not None
-    return {**entry, "amount": format_units(int(entry["base_units"]), entry["decimals"]) if known else None}
+    decimals = entry["decimals"]
+    return {**entry, "amount": None if decimals is None else format_units(int(entry["base_units"]), decimals)}
 
 
 def refund_representation(refund: Refund) -> dict[str, Any]:
-    known = refund.decimals is not None
+    decimals = refund.decimals
     return {
         "id": refund.pk,
         "reason": refund.reason,
@@ -109,7 +110,7 @@ def refund_representation(refund: Refund) -> dict[str, Any]:
         "network": refund.network.slug,
         "network_name": refund.network.name,
         "amount_base_units": str(int(refund.amount_base_units)),
-        "amount": format_units(int(refund.amount_base_units), refund.decimals) if known else None,
+        "amount": None if decimals is None else format_units(int(refund.amount_base_units), decimals),
         "to_address": refund.to_address or None,
         "status": refund.status,
         "status_label": refund.get_status_display(),

@@ -23,7 +23,7 @@ class ErasureRefused(Exception):
     """The order still needs the contact data; the message says what to do first."""
 
 
-def order_personal_data_export(*, order: Order) -> dict:
+def order_personal_data_export(*, order: Order) -> dict[str, object]:
     """Everything the shop holds about the person behind an order, as one JSON-ready document."""
     payment = getattr(order, "payment", None)
     return {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import TypedDict
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -22,7 +23,7 @@ from django.utils.translation import get_supported_language_variant
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from orders.credit_lines import credit_summary
-from orders.models import ExtensionStatus, Order, OrderStatus
+from orders.models import Extension, ExtensionStatus, Order, OrderStatus
 from payments.fields import format_units
 from payments.models import Credit, PaymentRequest, Refund
 
@@ -113,7 +114,13 @@ def _paid_at(order: Order, payment: PaymentRequest | None) -> dt.datetime | None
     return first.created_at if first else None
 
 
-def _extensions(order: Order) -> list[dict]:
+class AppliedExtension(TypedDict):
+    extension: Extension
+    payment: PaymentRequest
+    transfers: list[Transfer]
+
+
+def _extensions(order: Order) -> list[AppliedExtension]:
     """Each extension whose days were given, with the payment that bought them and its transfers."""
     applied = order.extensions.filter(status=ExtensionStatus.APPLIED).select_related("payment__asset__network")
     return [
@@ -146,7 +153,7 @@ def _refund_amount(refund: Refund) -> Decimal | None:
     return Decimal(format_units(int(refund.amount_base_units), refund.decimals))
 
 
-def order_receipt(order: Order) -> dict:
+def order_receipt(order: Order) -> dict[str, object]:
     """Everything the receipt shows, read once; the customer's name and email only while they are kept."""
     payment = PaymentRequest.objects.select_related("asset__network").filter(order=order, extension=None).first()
     # Every payment's refunds: the rental's and its extensions'.

@@ -3,6 +3,8 @@ X-Order-Token); the order page's form is shop.views.refund_address."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -18,7 +20,7 @@ from shop.order_api_base import TOKEN_HEADER, TokenOrderApi
 from shop.order_view import refund_representation
 
 
-class AddressInput(serializers.Serializer):
+class AddressInput(serializers.Serializer[Mapping[str, object]]):
     address = TextField(max_length=100)
 
 

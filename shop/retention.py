@@ -21,10 +21,11 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from core.jobs.models import Job
 from core.latest_rows import latest_rows
@@ -39,25 +40,28 @@ ORDER_CLOSED = (OrderStatus.ENDED, OrderStatus.CANCELLED, OrderStatus.EXPIRED)
 REFUND_CLOSED = (RefundStatus.CONFIRMED, RefundStatus.REJECTED)
 MOVE_CLOSED = (MoveStatus.DONE, MoveStatus.FAILED, MoveStatus.NO_NODE)
 
+RowT = TypeVar("RowT", bound=Model)  # the model of a rule's rows
+
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(Generic[RowT]):
     name: str  # what the table of docs/operating.md and the log call it
     keep_days_setting: str
-    rows: Callable[[dt.datetime], QuerySet]  # the rows past their time, for a cutoff
-    blank: dict | None = None  # fields to clear instead of deleting the row (what else the row holds is kept)
+    rows: Callable[[dt.datetime], QuerySet[RowT]]  # the rows past their time, for a cutoff
+    # fields to clear instead of deleting the row (what else the row holds is kept)
+    blank: dict[str, object] | None = None
     delete: Callable[[list[int]], object] | None = None  # deleting a batch that plain delete() cannot
     # For rows whose test joins other tables: `rows` is then only an index's range (a status, a last change) and
     # `narrow` applies the joins to each batch of those ids. The planner cannot know that the finished orders
     # past a cutoff are few once the pass has run (a status and a date are not independent): asked in one query
     # it reads every credit of the history to exclude the few; given the ids, it looks up each one.
-    narrow: Callable[[QuerySet, dt.datetime], QuerySet] | None = None
+    narrow: Callable[[QuerySet[RowT], dt.datetime], QuerySet[RowT]] | None = None
 
     def keep_days(self) -> int:
         return int(getattr(settings, self.keep_days_setting))
 
 
-def _checks_past(cutoff: dt.datetime) -> QuerySet:
+def _checks_past(cutoff: dt.datetime) -> QuerySet[NodeCheck]:
     # Each node's latest check stays whatever its age: the console shows it on the node's row.
     newest_first = ("-created_at", "-pk")
     latest = latest_rows(NodeCheck.objects.all(), parent="node", parent_ids=Node.objects.values_list("pk", flat=True),
@@ -65,7 +69,7 @@ def _checks_past(cutoff: dt.datetime) -> QuerySet:
     return NodeCheck.objects.filter(finished_at__lt=cutoff).exclude(pk__in=[row.pk for row in latest.values()])
 
 
-def _unpaid_only(orders: QuerySet, cutoff: dt.datetime) -> QuerySet:
+def _unpaid_only(orders: QuerySet[Order], cutoff: dt.datetime) -> QuerySet[Order]:
     # Expired without a single transfer seen (a late one went to review and stays). What protects an order (an
     # extension, time given back, a move) cannot exist for one that never ran; one that does all the same is
     # skipped rather than stop the pass for every rule after it, hour after hour.
@@ -83,7 +87,7 @@ def _unpaid_delete(order_ids: list[int]) -> None:
         Order.objects.filter(pk__in=order_ids).delete()
 
 
-def _books_closed(orders: QuerySet, cutoff: dt.datetime) -> QuerySet:
+def _books_closed(orders: QuerySet[Order], cutoff: dt.datetime) -> QuerySet[Order]:
     # Past the accounting period, and nothing on it that could still move money or machines: a late transfer, an
     # address the books say holds money (forgetting it would leave money unswept), an open refund or sweep.
     payments = PaymentRequest.objects.filter(order=OuterRef("pk"))
@@ -114,7 +118,8 @@ def _closed_delete(order_ids: list[int]) -> None:
         Order.objects.filter(pk__in=order_ids).delete()
 
 
-RULES: tuple[Rule, ...] = (
+# Rules of different models side by side: each one's `rows` and `narrow` agree on its own.
+RULES: tuple[Rule[Any], ...] = (
     Rule(
         "background jobs done or given up",
         "JOB_KEEP_DAYS",
@@ -178,7 +183,7 @@ def history_prune(*, now: dt.datetime) -> dict[str, int]:
     return done
 
 
-def _batches(rule: Rule, rows: QuerySet, cutoff: dt.datetime) -> Iterator[list[int]]:
+def _batches(rule: Rule[RowT], rows: QuerySet[RowT], cutoff: dt.datetime) -> Iterator[list[int]]:
     """The ids of the rows that go, PRUNE_BATCH at a time, each batch read after the one before it went."""
     if rule.narrow is None:
         while batch := list(rows.order_by().values_list("pk", flat=True)[:PRUNE_BATCH]):
@@ -186,6 +191,7 @@ def _batches(rule: Rule, rows: QuerySet, cutoff: dt.datetime) -> Iterator[list[i
         return
     candidates = list(rows.order_by().values_list("pk", flat=True))  # the index's range: what stays, and the due
     for start in range(0, len(candidates), PRUNE_BATCH):
-        some = rows.model.objects.filter(pk__in=candidates[start : start + PRUNE_BATCH])
+        # The model's only manager (`objects`): the stubs' Model does not name `objects`.
+        some = rows.model._default_manager.filter(pk__in=candidates[start : start + PRUNE_BATCH])
         if batch := list(rule.narrow(some, cutoff).order_by().values_list("pk", flat=True)):
             yield batch

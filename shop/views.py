@@ -12,9 +12,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import segno
+from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone, translation
@@ -101,7 +102,8 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _wizard(request: HttpRequest) -> dict[str, Any]:
-    return request.session.get(WIZARD_KEY, {})
+    wizard: dict[str, Any] = request.session.get(WIZARD_KEY, {})
+    return wizard
 
 
 def _save_wizard(request: HttpRequest, data: dict[str, Any]) -> None:
@@ -142,7 +144,7 @@ def order_summary(wizard: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _step_context(request: HttpRequest, step: str, form, **extra) -> dict[str, Any]:
+def _step_context(request: HttpRequest, step: str, form: forms.Form | None, **extra: object) -> dict[str, Any]:
     wizard = _wizard(request)
     return {
         "form": form,
@@ -177,7 +179,9 @@ def order_configure(request: HttpRequest) -> HttpResponse:
     return _configure_page(request, catalog, wizard, {})
 
 
-def _configure_page(request: HttpRequest, catalog: Catalog, wizard: dict[str, Any], holes: dict) -> HttpResponse:
+def _configure_page(
+    request: HttpRequest, catalog: Catalog, wizard: dict[str, Any], holes: dict[str, str]
+) -> HttpResponse:
     initial = {
         "lots": _initial_lots(request, wizard),
         "duration_days": wizard.get("duration_days", catalog.durations[0].days if catalog.durations else None),
@@ -200,7 +204,8 @@ def _initial_lots(request: HttpRequest, wizard: dict[str, Any]) -> int:
     try:
         return min(MAX_LOTS_PER_ORDER, max(1, int(request.GET["lots"])))
     except (KeyError, ValueError):
-        return wizard.get("lots", 1)
+        lots: int = wizard.get("lots", 1)
+        return lots
 
 
 @require_http_methods(["GET", "POST"])
@@ -300,9 +305,10 @@ def _status_page(
     refund_error: tuple[int, str, str] | None = None,
     status: int = 200,
     version: OrderVersion | None = None,
-    holes: dict | None = None,
+    holes: dict[str, str] | None = None,
 ) -> HttpResponse:
     version = version or order_version_read(reference=order.reference, token=token)
+    assert version is not None, "the token opened the order: its version reads"  # as before: no page without it
     view = order_representation(order, token=token, request=request, version=version)
     qr_svg = payment_qr_svg(view["payment"]["uri"])
     open_extensions = [e for e in view["extensions"] if e["status"] in ("awaiting_payment", "payment_reported")]
@@ -445,7 +451,7 @@ def _extendable(order: Order) -> bool:
     return order.status == OrderStatus.ACTIVE and not extension_refusal(order=order, now=timezone.now())
 
 
-def _extend_form(order: Order, data: dict | None = None) -> ExtendForm:
+def _extend_form(order: Order, data: QueryDict | None = None) -> ExtendForm:
     catalog = catalog_data()
     first = order.payment.asset
     initial = {"duration_days": order.duration_days, "payment_option": f"{first.network.slug}:{first.symbol}"}

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from core.roles import ROLES, role_group
@@ -14,14 +16,14 @@ from core.roles import ROLES, role_group
 class Command(BaseCommand):
     help = "Create (or update) a staff user in the operators or payment reviewers group, with only its permissions."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--role", choices=sorted(ROLES), required=True)
         parser.add_argument("--password", help="without it the user cannot log in until a password is set")
         parser.add_argument("--email", default="")
 
     @transaction.atomic
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         User = get_user_model()
         user, created = User.objects.get_or_create(username=options["username"])
         user.is_staff = True
