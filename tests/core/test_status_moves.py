@@ -1,6 +1,6 @@
 """One way to move a status: every state machine's writer goes through core's status_move, and every refusal is
 core's one TransitionNotAllowed (a move to the current status is a no-op for all of them; the behaviour of each is
-tested with its model: tests/shop/test_order_lifecycle.py, tests/payments/test_payment_state_table.py,
+tested with its model: tests/orders/test_order_lifecycle.py, tests/payments/test_payment_state_table.py,
 tests/provisioning/test_state_tables.py, the refund, extension and node move suites).
 
 Nothing here is listed by hand. The state machines are the models with a `status` or `state` field that has

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import translation
 
 from tests.fuzz.helpers import CASES_TRIED, STATUSES
-from tests.shop.conftest import api_client  # noqa: F401 - a shared fixture
+from tests.placing import api_client  # noqa: F401 - a shared fixture
 
 FREE_LOTS = 8
 

@@ -22,6 +22,7 @@ from tests.perf.bulk import (
     released_holds_bulk,
     runs_bulk,
 )
+from tests.placing import order_posted
 
 
 class World:
@@ -38,9 +39,7 @@ class World:
     def place(self) -> dict:
         """An order through the API, as a customer places it (a node is added for it)."""
         self.make_node()
-        response = self.client.post("/api/v1/orders/", self.order_payload, content_type="application/json")
-        assert response.status_code == 201, response.content
-        body = response.json()
+        body = order_posted(self.client, self.order_payload)
         body["order"] = Order.objects.get(reference=body["reference"])
         return body
 

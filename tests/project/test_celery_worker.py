@@ -13,6 +13,7 @@ from orders.capacity_shown import LOTS_AVAILABLE_CACHE_SECONDS
 from orders.models import Order, Reservation
 from orders.tasks import reservations_release_expired_task
 from payments.models import PaymentRequest
+from tests.placing import order_posted
 
 WAIT_SECONDS = 45
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -23,19 +24,13 @@ def written_emails(folder) -> list:
     return [path for path in folder.glob("*.log") if path.read_bytes().endswith(b"-" * 79 + b"\n")]
 
 
-def place_order(client, order_payload) -> dict:
-    response = client.post("/api/v1/orders/", order_payload, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
 @worker_test
 def test_placing_an_order_emails_the_customer_through_the_worker(
     celery_worker, anvil, client, make_node, order_payload, tmp_path
 ):
     make_node()
 
-    placed = place_order(client, order_payload)
+    placed = order_posted(client, order_payload)
 
     files = celery_worker.wait_for(lambda: written_emails(tmp_path / "emails"), "no email was written", WAIT_SECONDS)
     assert len(files) == 1
@@ -52,7 +47,7 @@ def test_the_worker_expires_an_order_whose_payment_window_ended_and_frees_its_lo
     celery_worker, anvil, client, make_node, order_payload
 ):
     make_node()
-    placed = place_order(client, order_payload)
+    placed = order_posted(client, order_payload)
     past = timezone.now() - dt.timedelta(minutes=1)
     Reservation.objects.filter(order__reference=placed["reference"]).update(expires_at=past)
     PaymentRequest.objects.filter(order__reference=placed["reference"]).update(expires_at=past)

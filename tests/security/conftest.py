@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from tests.placing import order_posted
+
 
 @pytest.fixture
 def placed(anvil, make_node, order_payload) -> dict:
     """The 201 body of a one-lot order (a node is added for it)."""
     make_node()
-    response = Client().post("/api/v1/orders/", order_payload, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()
+    return order_posted(Client(), order_payload)

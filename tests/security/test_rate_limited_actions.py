@@ -9,6 +9,7 @@ from django.test import Client
 
 from orders.models import Extension, Order
 from payments.models import Notice, PaymentRequest
+from tests.placing import order_post
 from tests.security.helpers import page_path
 
 
@@ -23,19 +24,15 @@ def limits_on(settings):
     cache.clear()
 
 
-def place(client: Client, order_payload: dict, **extra):
-    return client.post("/api/v1/orders/", order_payload, content_type="application/json", **extra)
-
-
 def test_a_third_order_from_one_ip_is_refused_with_429_and_nothing_is_stored(
     limits_on, anvil, make_node, order_payload
 ):
     for _ in range(3):
         make_node()
     client = Client()
-    assert [place(client, order_payload).status_code for _ in range(2)] == [201, 201]
+    assert [order_post(client, order_payload).status_code for _ in range(2)] == [201, 201]
 
-    refused = place(client, order_payload)
+    refused = order_post(client, order_payload)
     wizard = client.post("/order/review/", {"place": "1"})
 
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
@@ -43,7 +40,7 @@ def test_a_third_order_from_one_ip_is_refused_with_429_and_nothing_is_stored(
     assert wizard.status_code == 429 and int(wizard["Retry-After"]) > 0  # the wizard shares the budget
     assert Order.objects.count() == PaymentRequest.objects.count() == 2
     # Another client address still orders
-    assert place(Client(REMOTE_ADDR="203.0.113.9"), order_payload).status_code == 201
+    assert order_post(Client(REMOTE_ADDR="203.0.113.9"), order_payload).status_code == 201
 
 
 def test_i_have_paid_past_the_limit_is_refused_with_429_and_stores_no_notice(
@@ -51,7 +48,7 @@ def test_i_have_paid_past_the_limit_is_refused_with_429_and_stores_no_notice(
 ):
     make_node()
     client = Client()
-    placed = place(client, order_payload).json()
+    placed = order_post(client, order_payload).json()
     paid = f"/api/v1/orders/{placed['reference']}/paid/"
     headers = {"X-Order-Token": placed["access_token"]}
 
@@ -69,10 +66,10 @@ def test_behind_a_trusted_proxy_the_limit_follows_the_forwarded_client_address(
         make_node()
     proxy = Client(REMOTE_ADDR="10.0.0.2")
 
-    first = [place(proxy, order_payload, HTTP_X_FORWARDED_FOR="198.51.100.1").status_code for _ in range(3)]
+    first = [order_post(proxy, order_payload, HTTP_X_FORWARDED_FOR="198.51.100.1").status_code for _ in range(3)]
     # A client cannot escape by forging the left of the header: the proxy appends the address it saw
-    forged = place(proxy, order_payload, HTTP_X_FORWARDED_FOR="1.2.3.4, 198.51.100.1").status_code
-    other = place(proxy, order_payload, HTTP_X_FORWARDED_FOR="198.51.100.2").status_code
+    forged = order_post(proxy, order_payload, HTTP_X_FORWARDED_FOR="1.2.3.4, 198.51.100.1").status_code
+    other = order_post(proxy, order_payload, HTTP_X_FORWARDED_FOR="198.51.100.2").status_code
 
     assert first == [201, 201, 429]
     assert (forged, other) == (429, 201)

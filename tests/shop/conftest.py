@@ -1,42 +1,25 @@
-"""Shop fixtures: an API client, only the `local` network configured, placing an order through the API, asking
+"""Shop fixtures: placing an order through the API (tests/placing.py), one order per call with a node each, asking
 "Find my order"."""
 
 from __future__ import annotations
 
 import pytest
 from django.test import Client
-from rest_framework.test import APIClient
 
 from orders.models import Order
-from tests.shop.helpers import LOOKUP_URL, ORDERS_URL
+from tests.placing import api_client, place_order  # noqa: F401 - the API's own fixtures, shared
+from tests.shop.helpers import LOOKUP_URL
 
 
 @pytest.fixture
-def api_client() -> APIClient:
-    return APIClient()
+def orders(make_node, place_order):  # noqa: F811 - the fixture imported above
+    """Orders placed through the API, one per call (a node each), as "Find my order" finds what customers typed."""
 
-
-@pytest.fixture
-def place_order(db, anvil, api_client, order_payload):
-    """POST an order through the API; returns the 201 body. Fields override the valid payload."""
-
-    def place(headers: dict[str, str] | None = None, **fields) -> dict:
-        response = api_client.post(ORDERS_URL, {**order_payload, **fields}, format="json", headers=headers or {})
-        assert response.status_code == 201, response.content
-        return response.json()
-
-    return place
-
-
-@pytest.fixture
-def orders(make_node, place_order):
-    """Place one order per call (a node each) and return it."""
-
-    def place(**fields) -> Order:
+    def one_order(**fields) -> Order:
         make_node()
         return Order.objects.get(reference=place_order(**fields)["reference"])
 
-    return place
+    return one_order
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-ORDERS_URL = "/api/v1/orders/"
+from tests.placing import ORDERS_URL  # noqa: F401 - imported from here by the shop's tests
+
 CATALOG_URL = "/api/v1/catalog/"
 LOOKUP_URL = "/api/v1/orders/lookup/"
 

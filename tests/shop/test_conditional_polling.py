@@ -17,6 +17,7 @@ from orders.models import Duration, Order, OrderStatus, SshKeyChange
 from payments.models import Credit, CreditKind, Notice, PaymentRequest, Refund
 from provisioning.models import AccessGrant, Manifest, Node, PreparationRun
 from tests.shop.helpers import ORDERS_URL, order_running
+from tests.stored_rows import an_order, placed_body
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]
 
@@ -27,10 +28,9 @@ def read(api_client, order: dict, **headers):
 
 
 @pytest.fixture
-def placed(make_node, place_order) -> dict:
-    for _ in range(4):  # an unpaid order holds half the fleet at most: room for a second one
-        make_node()
-    return place_order(lots=1, duration_days=7)
+def placed(make_node) -> dict:
+    """An order awaiting payment for one lot, 7 days, stored as placing it stores it: what its 201 body says."""
+    return placed_body(an_order(lots=1, days=7, nodes=[make_node()]))
 
 
 def payment_of(order: dict) -> PaymentRequest:
@@ -80,10 +80,10 @@ def test_a_hostile_if_none_match_gets_the_full_answer_never_an_error(api_client,
     assert answer.json()["reference"] == placed["reference"]
 
 
-def test_a_stranger_learns_nothing_from_an_etag(api_client, placed, place_order):
+def test_a_stranger_learns_nothing_from_an_etag(api_client, placed, make_node):
     # Given the real order's ETag, and another order of someone else
     etag = read(api_client, placed).headers["ETag"]
-    other = place_order(lots=1, duration_days=7)
+    other = placed_body(an_order(lots=1, days=7, nodes=[make_node()]))
 
     # When a stranger sends it, or `*`, with a wrong token, with no token, or with another order's token
     attempts = [

@@ -20,6 +20,7 @@ from orders.order_links import order_status_path
 from orders.orders import order_transition
 from orders.sshkeys import parse_ssh_public_key
 from tests.shop.helpers import order_running
+from tests.stored_rows import an_order
 
 
 def new_key(comment: str = "ada@new-laptop") -> str:
@@ -45,13 +46,11 @@ def page_post(client, order: Order, key: str, **extra):
 
 
 @pytest.fixture
-def placed(orders, place_order):
-    """An order awaiting payment, with its token."""
+def placed(make_node):
+    """An order awaiting payment, with its token, stored as placing it stores it."""
 
     def place() -> Order:
-        order = orders()
-        order.token = order_status_path(order).rstrip("/").rsplit("/", 1)[1]
-        return order
+        return an_order(nodes=[make_node()])
 
     return place
 

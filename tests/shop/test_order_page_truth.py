@@ -16,15 +16,15 @@ from orders.models import Order, OrderStatus
 from payments.models import PaymentRequest, Refund
 from payments.quotes import format_units
 from provisioning.models import PreparationRun, RunStatus
+from tests.stored_rows import an_order, placed_body
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("only_local_network")]
 
 
 @pytest.fixture
-def placed(make_node, place_order) -> dict:
-    for _ in range(4):
-        make_node()
-    return place_order(lots=1, duration_days=7)
+def placed(make_node) -> dict:
+    """An order awaiting payment for one lot, 7 days, stored as placing it stores it: what its 201 body says."""
+    return placed_body(an_order(lots=1, days=7, nodes=[make_node()]))
 
 
 def page(order: dict, language: str = "en") -> str:
@@ -113,12 +113,12 @@ def test_a_paid_order_nobody_started_says_it_waits_for_an_operator_and_how_long_
     assert "is being prepared" not in html
 
 
-def test_a_preparation_under_way_says_about_how_long_is_left(placed, make_node, place_order):
+def test_a_preparation_under_way_says_about_how_long_is_left(placed, make_node):
     # Given a preparation at 50 %, and earlier preparations (of another order) that took 20 minutes
     cache.clear()
     order = Order.objects.get(reference=placed["reference"])
     Order.objects.filter(pk=order.pk).update(status=OrderStatus.PREPARING)
-    earlier = Order.objects.get(reference=place_order(lots=1, duration_days=7)["reference"])
+    earlier = an_order(lots=1, days=7, nodes=[make_node()])
     node = make_node()
     now = timezone.now()
     for _ in range(3):

@@ -1,1 +1,1 @@
-from tests.shop.conftest import api_client, place_order  # noqa: F401  the API's own fixtures
+from tests.placing import api_client, place_order  # noqa: F401  the API's own fixtures

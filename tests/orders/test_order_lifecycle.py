@@ -16,6 +16,7 @@ from orders.sshkeys import parse_ssh_public_key
 from orders.tasks import reservations_release_expired_task
 from payments.models import Asset
 from shop.placement import OrderRequest, order_create
+from tests.stored_rows import an_order
 
 pytestmark = pytest.mark.django_db
 
@@ -23,13 +24,11 @@ ALL_STATUSES = list(ORDER_TRANSITIONS)
 
 
 @pytest.fixture
-def placed(make_node, place_order):
-    """Place an order for `lots` lots (on as many fresh nodes) and return it from the database."""
+def placed(make_node):
+    """An order awaiting payment for `lots` lots (on as many fresh nodes), stored as placing it stores it."""
 
     def place(lots: int = 1, **fields) -> Order:
-        for _ in range(lots):
-            make_node()
-        return Order.objects.get(reference=place_order(lots=lots, **fields)["reference"])
+        return an_order(lots=lots, nodes=[make_node() for _ in range(lots)], **fields)
 
     return place
 
@@ -189,14 +188,10 @@ def test_the_expiry_pass_leaves_an_order_within_its_window_alone(placed):
     assert lots_available(now()) == 0
 
 
-def test_the_expiry_pass_expires_only_the_overdue_order(anvil, make_node, placed, order_payload):
+def test_the_expiry_pass_expires_only_the_overdue_order(make_node, placed):
     # Given an order placed now, and another placed twenty minutes later
     first = placed()
-    make_node()
-    later = order_create(
-        request=another_customer(order_payload),
-        now=now() + dt.timedelta(minutes=20),
-    ).order
+    later = an_order(nodes=[make_node()], now=now() + dt.timedelta(minutes=20))
 
     # When the expiry pass runs once the first window ended, while the second is still open
     expired = orders_expire_overdue(now=first.payment.expires_at + dt.timedelta(minutes=1))

@@ -18,8 +18,8 @@ from orders.rental_credits import rental_downtime_credit, rental_time_adjust
 from provisioning.downtime import downtime_episode_close
 from provisioning.models import AccessGrant, Node, NodeEvent, NodeState
 from provisioning.states import node_transition
-from tests.shop.helpers import order_running
 from tests.staff import add_staff
+from tests.stored_rows import an_order
 
 pytestmark = pytest.mark.django_db
 HOUR = dt.timedelta(hours=1)
@@ -53,12 +53,12 @@ def _cap_of_three_hours(settings):
 
 
 @pytest.fixture
-def rental(orders):
-    """A running 7-day rental (order placed through the API, handed over through the transition writer)."""
+def rental(make_node):
+    """A running 7-day rental on a node of its own (the order stored as placed, handed over through the transition
+    writer)."""
 
     def make(**fields) -> Order:
-        order = orders(**fields)
-        return order_running(order.reference)
+        return an_order(status="active", nodes=[make_node()], **fields)
 
     return make
 
@@ -228,9 +228,9 @@ def test_removing_time_that_would_end_the_rental_in_the_past_is_refused(rental, 
     assert not RentalCredit.objects.filter(order=order).exists()
 
 
-def test_a_rental_that_is_not_running_cannot_be_adjusted(orders, operator, client):
+def test_a_rental_that_is_not_running_cannot_be_adjusted(make_node, operator, client):
     # Given an order that is placed but not running
-    order = orders()
+    order = an_order(nodes=[make_node()])
     client.force_login(operator)
 
     # When an operator adds time to it
@@ -260,13 +260,11 @@ def test_staff_without_the_permission_cannot_adjust_time(rental, client):
     assert not RentalCredit.objects.exists()
 
 
-def test_the_customer_has_no_way_to_give_themselves_time(make_node, place_order, api_client):
+def test_the_customer_has_no_way_to_give_themselves_time(make_node, api_client):
     # Given a running rental and its customer, who holds the order's token
-    make_node()
-    body = place_order()
-    order = order_running(body["reference"])
+    order = an_order(status="active", nodes=[make_node()])
     end = order.ends_at
-    token = {"HTTP_X_ORDER_TOKEN": body["access_token"]}
+    token = {"HTTP_X_ORDER_TOKEN": order.token}
     url = f"/api/v1/orders/{order.reference}/"
     asked = {"ends_at": (end + 30 * 24 * HOUR).isoformat(), "credits": [{"kind": "staff", "seconds": 10**6}]}
 
@@ -288,12 +286,10 @@ def test_the_customer_has_no_way_to_give_themselves_time(make_node, place_order,
 
 @pytest.mark.parametrize("language", ["en", "es", "fr"])
 def test_the_order_page_the_receipt_and_the_api_show_the_credits_in_the_customer_s_language(
-    language, make_node, place_order, api_client
+    language, make_node, api_client
 ):
     # Given a running rental in the customer's language with 2 hours of downtime given back and 45 minutes by staff
-    make_node()
-    body = place_order(language=language)
-    order = order_running(body["reference"])
+    order = an_order(status="active", language=language, nodes=[make_node()])
     downtime = _down(order, hours_ago=10, hours=2)
     staff = rental_time_adjust(order_id=order.pk, seconds=2700, reason="Goodwill: slow first login.", actor="olga")
     order.refresh_from_db()
@@ -304,7 +300,7 @@ def test_the_order_page_the_receipt_and_the_api_show_the_credits_in_the_customer
     page = browser.get(order_status_path(order)).content.decode()
     receipt = browser.get(order_receipt_path(order)).content.decode()
     api = api_client.get(
-        f"/api/v1/orders/{order.reference}/", HTTP_X_ORDER_TOKEN=body["access_token"], HTTP_ACCEPT_LANGUAGE=language
+        f"/api/v1/orders/{order.reference}/", HTTP_X_ORDER_TOKEN=order.token, HTTP_ACCEPT_LANGUAGE=language
     ).json()
 
     # Then the page and the receipt list both credits (kind, time, why), the downtime total and the cap

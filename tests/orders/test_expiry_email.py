@@ -8,10 +8,11 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from orders.models import Order, OutgoingEmail, Reservation
+from orders.models import OutgoingEmail, Reservation
 from orders.order_links import order_status_path
 from orders.tasks import reservations_release_expired_task
 from payments.models import PaymentRequest
+from tests.stored_rows import an_order
 
 pytestmark = pytest.mark.django_db
 
@@ -24,11 +25,10 @@ SUBJECTS = {
 
 @pytest.mark.parametrize("language", ["en", "es", "fr"])
 def test_an_unpaid_order_whose_window_ends_is_expired_and_its_customer_emailed_once(
-    language, make_node, place_order, django_capture_on_commit_callbacks
+    language, make_node, django_capture_on_commit_callbacks
 ):
     # Given an unpaid order placed in the customer's language, whose payment window has just ended
-    make_node()
-    order = Order.objects.get(reference=place_order(language=language)["reference"])
+    order = an_order(language=language, nodes=[make_node()])
     mail.outbox.clear()
     past = timezone.now() - dt.timedelta(seconds=1)
     Reservation.objects.filter(order=order).update(expires_at=past)
