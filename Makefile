@@ -66,7 +66,7 @@ bench: $(VENV)/.test-deps node_modules/.deps
 	$(BIN)/python bench/history.py --orders 1000 10000 100000
 
 # mypy (django-stubs, DRF stubs) held to mypy-baseline.json, which only shrinks: scripts/mypy_baseline.py --update
-# writes what shrank. orders, payments, core, fleet and config are checked strictly ([tool.mypy] in pyproject.toml).
+# writes what shrank. Every package is checked strictly but provisioning's own modules ([tool.mypy] in pyproject.toml).
 lint: $(VENV)/.test-deps
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -34,7 +34,7 @@ urlpatterns = [
     path("api/v1/", include("shop.api_urls")),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
-    path("ops/", include("provisioning.urls")),
+    path("ops/", include("shop.ops_urls")),
     path("manifest-key.pub", manifest_public_key, name="manifest_public_key"),
     path("favicon.ico", favicon, name="favicon"),
     path("", include("shop.urls")),

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from decimal import Decimal
 from functools import lru_cache
+from typing import TypeAlias
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, Field, OuterRef, Q, QuerySet
 
 from fleet.models import UNSELLABLE_STATES, Node
 from orders.models import Order, Reservation
@@ -59,7 +61,10 @@ def lock_sellable_nodes() -> int:
     locking, params = sellable_nodes().order_by("pk").select_for_update().values("pk").query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM ({locking}) locked", params)  # noqa: S608 - the ORM's own SQL
-        return cursor.fetchone()[0]
+        row = cursor.fetchone()
+    assert row is not None, "a COUNT(*) has its one row"
+    count: int = row[0]
+    return count
 
 
 def reserve_lots(*, order: Order, lots: int, expires_at: dt.datetime | None, now: dt.datetime) -> list[Reservation]:
@@ -92,7 +97,7 @@ def reserve_free_lots(*, order: Order, lots: int, expires_at: dt.datetime | None
     sql, free_params, lapsed_params = hold_statement(lots)
     at_now = _db_moment(now)
     stand_in = _db_moment(_NOW_STAND_IN)
-    params = [
+    params: list[SqlParam] = [
         *[at_now if value == stand_in else value for value in free_params],
         *[order.pk, at_now, _db_moment(expires_at), "", lots],
         *[at_now if value == stand_in else value for value in lapsed_params],
@@ -107,12 +112,15 @@ def reserve_free_lots(*, order: Order, lots: int, expires_at: dt.datetime | None
     raise SoldOut(available=lots_available(now))
 
 
+# One parameter of a raw statement as the ORM's compiled queries give them (of the types cursor.execute takes).
+SqlParam: TypeAlias = bool | int | float | Decimal | str | bytes | dt.date | dt.datetime | None
+
 # Stands for `now` in the kept statement: no other parameter of free_nodes or lapsed_holds is a datetime.
 _NOW_STAND_IN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
 
 @lru_cache(maxsize=128)
-def hold_statement(lots: int) -> tuple[str, tuple, tuple]:
+def hold_statement(lots: int) -> tuple[str, tuple[SqlParam, ...], tuple[SqlParam, ...]]:
     """reserve_free_lots' statement for `lots`, built by the ORM once per process (building free_nodes' query
     takes longer than running it): its SQL, and the parameters of free_nodes and of lapsed_holds with
     _NOW_STAND_IN where `now` goes."""
@@ -120,20 +128,27 @@ def hold_statement(lots: int) -> tuple[str, tuple, tuple]:
     lapsed, lapsed_params = lapsed_holds(_NOW_STAND_IN).values("pk").query.sql_with_params()
     meta, quote = Reservation._meta, connection.ops.quote_name
     columns = ", ".join(
-        quote(meta.get_field(name).column)
-        for name in ("order", "node", "created_at", "expires_at", "released_at", "release_reason")
+        quote(_column(name)) for name in ("order", "node", "created_at", "expires_at", "released_at", "release_reason")
     )
     sql = (  # names from the model and SQL from the ORM; every value is a parameter
         f"WITH free AS ({free}) INSERT INTO {quote(meta.db_table)} ({columns}) "  # noqa: S608
         f"SELECT %s, free_node, %s, %s, NULL, %s FROM free "
         f"WHERE (SELECT COUNT(*) FROM free) = %s AND NOT EXISTS ({lapsed}) "
-        f"RETURNING {quote(meta.get_field('node').column)}"
+        f"RETURNING {quote(_column('node'))}"
     )
     return sql, tuple(free_params), tuple(lapsed_params)
 
 
-def _db_moment(moment: dt.datetime | None) -> object:
-    return Reservation._meta.get_field("created_at").get_db_prep_value(moment, connection)
+def _column(name: str) -> str:
+    """A Reservation field's column: each one named here is a concrete field, with a column."""
+    field = Reservation._meta.get_field(name)
+    assert isinstance(field, Field) and field.column is not None, name
+    return field.column
+
+
+def _db_moment(moment: dt.datetime | None) -> SqlParam:
+    prepared: SqlParam = Reservation._meta.get_field("created_at").get_db_prep_value(moment, connection)
+    return prepared
 
 
 def release_lots(*, order: Order, now: dt.datetime, reason: str) -> int:

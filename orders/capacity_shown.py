@@ -18,7 +18,7 @@ LOTS_AVAILABLE_CACHE_SECONDS = 2
 
 def lots_available_shown() -> int:
     """The number of free lots a page shows: at most LOTS_AVAILABLE_CACHE_SECONDS old."""
-    available = cache.get(AVAILABLE_KEY)
+    available: int | None = cache.get(AVAILABLE_KEY)
     if available is None:
         available = lots_available(timezone.now())
         cache.set(AVAILABLE_KEY, available, LOTS_AVAILABLE_CACHE_SECONDS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.db import transaction
 from django.db.models import F
@@ -100,7 +101,9 @@ def extension_waiting_refusal(*, extension: Extension) -> str:
     }
 
 
-def extension_open(*, order: Order, duration_days: int, price_per_lot_usd, total_usd, now: dt.datetime) -> Extension:
+def extension_open(
+    *, order: Order, duration_days: int, price_per_lot_usd: Decimal, total_usd: Decimal, now: dt.datetime
+) -> Extension:
     """A new extension in its first state, with its first event row. The caller holds the order's row lock,
     has checked `extension_refusal` and that none awaits its payment (`extension_awaiting_payment`), and opens
     its payment request in the same transaction."""
@@ -143,6 +146,7 @@ def extension_apply(*, extension: Extension, order: Order, actor: str, reason: s
     which provisioning receives) on the order's grants and nodes, in the caller's transaction (the order's row
     lock held); the customer is emailed."""
     before = order.ends_at
+    assert before is not None, "an active rental has its end"  # the caller's (extension_refusal) check
     after = before + dt.timedelta(days=extension.duration_days)
     extension_transition(extension=extension, to=E.APPLIED, actor=actor, reason=reason, now=now)
     extension.applied_at, extension.ends_at_before, extension.ends_at_after = now, before, after

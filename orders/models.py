@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
@@ -206,7 +207,7 @@ class Order(models.Model):
     def __str__(self) -> str:
         return self.reference
 
-    def save(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # The key follows the address whoever writes it (placement, the erasure, the admin's change page); a save
         # of other fields (every status change) leaves both as they are.
         update_fields = kwargs.get("update_fields")
@@ -245,7 +246,7 @@ class Order(models.Model):
     def payment(self, value) -> None:  # noqa: ANN001
         self._state.fields_cache[FIRST_PAYMENT] = value
 
-    def refresh_from_db(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
         self._state.fields_cache.pop(FIRST_PAYMENT, None)
         super().refresh_from_db(*args, **kwargs)
 
@@ -288,7 +289,7 @@ class OrderEvent(models.Model):
         return f"{self.order_id}: {self.get_from_status_display() or '-'} -> {self.get_to_status_display()}"
 
 
-class ReservationQuerySet(models.QuerySet):
+class ReservationQuerySet(models.QuerySet["Reservation"]):
     def live(self) -> ReservationQuerySet:
         """Holds not released yet (an expired one is live until the expiry pass releases it)."""
         return self.filter(released_at__isnull=True)

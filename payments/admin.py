@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -30,6 +30,7 @@ from payments.models import (
     Credit,
     Network,
     Notice,
+    Outflow,
     PaymentEvent,
     PaymentRequest,
     Rate,
@@ -49,8 +50,22 @@ from payments.review import (
     payments_in_review,
 )
 
+# ModelAdmin and TabularInline are generic in the stubs only (subscripting them when the code runs fails).
+if TYPE_CHECKING:
+    _AssetInlineBase = admin.TabularInline[Asset, Network]
+    _NetworkAdminBase = admin.ModelAdmin[Network]
+    _RateAdminBase = admin.ModelAdmin[Rate]
+    _PaymentRequestAdminBase = admin.ModelAdmin[PaymentRequest]
+    _RefundAdminBase = admin.ModelAdmin[Refund]
+    _OutflowAdminBase = admin.ModelAdmin[Outflow]
+else:
+    _AssetInlineBase = admin.TabularInline
+    _NetworkAdminBase = _RateAdminBase = _PaymentRequestAdminBase = _RefundAdminBase = _OutflowAdminBase = (
+        admin.ModelAdmin
+    )
 
-class AssetInline(admin.TabularInline):
+
+class AssetInline(_AssetInlineBase):
     model = Asset
     extra = 0
     fields = [
@@ -66,7 +81,7 @@ class AssetInline(admin.TabularInline):
 
 
 @admin.register(Network)
-class NetworkAdmin(admin.ModelAdmin):
+class NetworkAdmin(_NetworkAdminBase):
     list_display = ["name", "slug", "chain_id", "confirmations_required", "enabled", "verifier"]
     list_editable = ["enabled"]
     readonly_fields = ["rpc_ok", "rpc_checked_at", "rpc_error", "rpc_errors", "head_block", "scan_lease_until"]
@@ -91,7 +106,7 @@ class NetworkAdmin(admin.ModelAdmin):
 
 
 @admin.register(Rate)
-class RateAdmin(admin.ModelAdmin):
+class RateAdmin(_RateAdminBase):
     list_display = ["asset", "usd_per_unit", "as_of", "source"]
     list_filter = ["asset"]
 
@@ -171,7 +186,7 @@ UNITS_SHOWN = {
 
 
 @admin.register(PaymentRequest)
-class PaymentRequestAdmin(admin.ModelAdmin):
+class PaymentRequestAdmin(_PaymentRequestAdminBase):
     list_display = [
         "order",
         "status",
@@ -402,7 +417,7 @@ class RefundEventInline(ReadOnlyInline):
 
 
 @admin.register(Refund)
-class RefundAdmin(admin.ModelAdmin):
+class RefundAdmin(_RefundAdminBase):
     """Refunds are opened by the money (or by a reviewer's goodwill action on a payment) and move only through
     payments.refunds; here reviewers approve or reject them, with a reason."""
 
@@ -484,7 +499,7 @@ class RefundAdmin(admin.ModelAdmin):
         return self._decide(request, queryset, approve=False, title=pgettext("staff", "Reject refund"))
 
 
-class OutflowAdmin(admin.ModelAdmin):
+class OutflowAdmin(_OutflowAdminBase):
     """What the scan saw leave deposit addresses (payments/outflows.py): evidence, read only."""
 
     list_select_related = ["payment__order", "payment__asset", "network"]

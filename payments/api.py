@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 
 from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
@@ -56,7 +57,7 @@ class SeesLedger(HasPermission):
     required = ("payments.view_ledger",)
 
 
-class DecisionInput(serializers.Serializer):
+class DecisionInput(serializers.Serializer[Mapping[str, object]]):
     reason = TextField(max_length=2000)
 
 
@@ -64,7 +65,7 @@ class ApprovalInput(DecisionInput):
     to_address = TextField(max_length=42, help_text="The refund's address as the reviewer saw it: 409 if it changed.")
 
 
-class DecisionOutput(serializers.Serializer):
+class DecisionOutput(serializers.Serializer[Mapping[str, object]]):
     id = serializers.IntegerField()
     status = serializers.CharField()
 

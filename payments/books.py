@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from payments.models import CreditKind, PaymentRequest, RefundStatus
+from payments.models import CreditKind, PaymentRequest, Refund, RefundStatus, Sweep, UnexpectedOutflow
 
 
 def books_left(payment: PaymentRequest) -> dict[str, int]:
@@ -16,7 +16,9 @@ def books_left(payment: PaymentRequest) -> dict[str, int]:
     for credit in payment.credits.all():
         if credit.on_chain and credit.kind != CreditKind.GAS:
             left[credit.token_contract.lower()] += int(credit.amount_base_units)
-    gone = [r for r in payment.refunds.all() if r.status in (RefundStatus.SENT, RefundStatus.CONFIRMED)]
+    gone: list[Refund | Sweep | UnexpectedOutflow] = [
+        r for r in payment.refunds.all() if r.status in (RefundStatus.SENT, RefundStatus.CONFIRMED)
+    ]
     gone += [s for s in payment.sweeps.all() if s.removed_at is None] + list(payment.unexpected_outflows.all())
     for row in gone:
         left[row.token_contract.lower()] -= int(row.amount_base_units)

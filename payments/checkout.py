@@ -77,7 +77,8 @@ def start_block(network: Network) -> int:
         .values_list("head_block", "rpc_checked_at")
         .first()
     )
-    if recorded is not None:
+    # Both are set when the row is found (head_block__isnull=False, rpc_checked_at__gte): said for mypy.
+    if recorded is not None and recorded[0] is not None and recorded[1] is not None:
         head, read_at = recorded[0], recorded[1].timestamp()
     else:
         read_at = time.time()  # before the request: the reading is at least this old
@@ -115,6 +116,7 @@ def derivation_index_take(*, fingerprint: str) -> int:
     if index is None:  # the key's first address: its cursor is made once (a racing first waits on its unique key)
         AddressCursor.objects.get_or_create(key_fingerprint=fingerprint)
         index = _cursor_advance(fingerprint)
+        assert index is not None, "the cursor row was just made (or found)"
     return index
 
 

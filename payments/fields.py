@@ -34,5 +34,14 @@ class BaseUnitsField(models.Field):
     def get_prep_value(self, value: Any) -> Decimal | None:
         return self.to_python(value)
 
-    def formfield(self, **kwargs: Any) -> forms.Field | None:
-        return super().formfield(**{"form_class": forms.DecimalField, "decimal_places": 0, **kwargs})
+    def formfield(
+        self,
+        form_class: type[forms.Field] | None = None,
+        choices_form_class: type[forms.ChoiceField] | None = None,
+        **kwargs: Any,
+    ) -> forms.Field | None:
+        return super().formfield(
+            form_class=forms.DecimalField if form_class is None else form_class,
+            choices_form_class=choices_form_class,
+            **{"decimal_places": 0, **kwargs},
+        )

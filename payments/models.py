@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
+from typing import Self, TypeVar
 
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
@@ -183,6 +185,10 @@ class Asset(models.Model):
         verbose_name=pgettext_lazy("staff", "price feed heartbeat seconds"),
     )
 
+    # Set on an instance, never stored: whether only its price feed can quote it, annotated by
+    # payments.networks.priceable_assets (read through Network.offered_assets, which drops the annotation's type).
+    feed_only: bool
+
     class Meta:
         verbose_name = pgettext_lazy("staff", "asset")
         verbose_name_plural = pgettext_lazy("staff", "assets")
@@ -250,8 +256,8 @@ class AddressCursor(models.Model):
         return f"{self.key_fingerprint[:12]}: next {self.next_index}"
 
 
-class PaymentRequestQuerySet(models.QuerySet):
-    def watched(self, now) -> PaymentRequestQuerySet:
+class PaymentRequestQuerySet(models.QuerySet["PaymentRequest"]):
+    def watched(self, now: dt.datetime) -> PaymentRequestQuerySet:
         """The deposit addresses the scan reads: in their watch window (a rejected payment's money is decided),
         or, whatever the window and the status: while the books say money is on it (`holds_money`: paid and not
         yet swept or refunded, so a leaked key is still seen), while a refund from it is approved or sent (money
@@ -456,7 +462,7 @@ class CreditKind(models.TextChoices):
     GAS = "gas", _("Gas for a refund or sweep, from the shop's gas account")
 
 
-class CreditQuerySet(models.QuerySet):
+class CreditQuerySet(models.QuerySet["Credit"]):
     def on_chain(self) -> CreditQuerySet:
         """Transfers the chain still shows (a reorg's removed ones are kept, marked)."""
         return self.filter(removed_at__isnull=True)
@@ -642,16 +648,21 @@ class RefundStatus(models.TextChoices):
 REFUND_PLANNED = "named in a treasury plan"  # the reason of the event row each plan writes for its refunds
 
 
-class RefundQuerySet(models.QuerySet):
-    def open(self) -> RefundQuerySet:
+# Generic in its rows, as QuerySet is: `annotate()` then types each row as a Refund with the annotated names
+# (shop.ops_attention reads `since`); a queryset class with its rows fixed would drop them.
+_RefundRow = TypeVar("_RefundRow", bound="Refund")
+
+
+class RefundQuerySet(models.QuerySet["Refund", _RefundRow]):
+    def open(self) -> Self:
         """Still being decided: its amount may follow the chain, its address may change."""
         return self.filter(status__in=(RefundStatus.AWAITING_ADDRESS, RefundStatus.PENDING_APPROVAL))
 
-    def committed(self) -> RefundQuerySet:
+    def committed(self) -> Self:
         """Approved, sent or confirmed: its amount is owed (or paid), it never changes again."""
         return self.filter(status__in=(RefundStatus.APPROVED, RefundStatus.SENT, RefundStatus.CONFIRMED))
 
-    def planned_again(self) -> RefundQuerySet:
+    def planned_again(self) -> Self:
         """Approved, and named by two treasury plans or more: the signer may have paid it with no scan having
         recorded it yet (its second payment is refused by the signer's refund register), or a plan was not run."""
         plans = models.Count("events", filter=Q(events__reason__startswith=REFUND_PLANNED))

@@ -101,9 +101,11 @@ def top_level_moves(
     with value to one, and transactions with value signed by one (a deposit address is a plain account, so
     only such a transaction moves its coin; its fee is not value and is not counted). Reverted ones moved
     nothing. Limit: an address given code by EIP-7702 could move coin in an internal call; that is not seen."""
-    candidates = []
+    candidates: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for block in full_blocks(client, network, start, end):
-        for tx in (block or {}).get("transactions", []):
+        if block is None:  # a block not served: no transactions
+            continue
+        for tx in block.get("transactions", []):
             watched = (tx.get("to") or "").lower() in addresses or tx["from"].lower() in addresses
             if watched and tx.get("to") and int(tx["value"], 16) > 0:
                 candidates.append((block, tx))

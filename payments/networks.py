@@ -40,7 +40,8 @@ def priceable_assets(now: dt.datetime) -> QuerySet[Asset]:
         Asset.objects.filter(enabled=True)
         .annotate(fresh_rate=Exists(fresh.exclude(source__startswith=SOURCE_PREFIX)))
         .filter(sure | Q(price_feed__isnull=False) | Exists(fresh))
-        .annotate(feed_only=ExpressionWrapper(~sure, output_field=BooleanField()))
+        # Asset declares feed_only (set per instance); the stubs' plugin takes the annotation for a second definition.
+        .annotate(feed_only=ExpressionWrapper(~sure, output_field=BooleanField()))  # type: ignore[no-redef]
     )
 
 

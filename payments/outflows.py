@@ -158,7 +158,7 @@ def outflows_reconfirm(*, network: Network, client: RpcClient, head: int, final:
     sweeps = list(Sweep.objects.filter(network=network, final=False, removed_at__isnull=True))
     if not refunds and not sweeps:
         return 0
-    rows = [*refunds, *sweeps]
+    rows: list[Refund | Sweep] = [*refunds, *sweeps]
     receipts = client.batch([("eth_getTransactionReceipt", [row.tx_hash]) for row in rows])
     kept = _gone_but_not_agreed(client, rows, receipts)
     changed = 0
@@ -206,8 +206,8 @@ def _refund_follow(
     refund: Refund, receipt: dict[str, Any] | None, network: Network, head: int, final: int | None, now: dt.datetime
 ) -> int:
     gone = _gone(receipt)
-    number = None if gone else int(receipt["blockNumber"], 16)
-    if not gone and not block_is_final(network, number, head, final):
+    number = None if gone or receipt is None else int(receipt["blockNumber"], 16)  # gone when None
+    if number is not None and not block_is_final(network, number, head, final):
         if number != refund.block_number:
             Refund.objects.filter(pk=refund.pk).update(block_number=number)
         return 0

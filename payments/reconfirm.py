@@ -74,7 +74,7 @@ def credits_reconfirm(
     pending = list(Credit.objects.on_chain().filter(network=network, final=False).select_related("payment"))
     watched = final_credits_watched(network, now)
     top = max(watched, key=lambda credit: credit.block_number, default=None)
-    calls = [("eth_getTransactionReceipt", [credit.tx_hash]) for credit in pending]
+    calls: list[tuple[str, list[Any]]] = [("eth_getTransactionReceipt", [credit.tx_hash]) for credit in pending]
     if top is not None:
         calls.append(("eth_getBlockByNumber", [hex(top.block_number), False]))
     if not calls:
@@ -210,7 +210,7 @@ def _reorg_reason(network: Network, credit: Credit, receipt: dict[str, Any] | No
     tag = network.finality_tag
     depth = f"the {tag} block" if tag else f"{network.confirmations_required} confirmations"
     prefix = f"reorg deeper than {depth}: tx {credit.tx_hash} {where}"
-    if receipt_state(credit, receipt) == GONE:
+    if receipt is None or receipt_state(credit, receipt) == GONE:  # None is GONE: said for mypy's narrowing
         return f"{prefix} vanished from the chain (head {head})"
     return f"{prefix} was replaced; the transaction is now in block {int(receipt['blockNumber'], 16)}"
 
@@ -222,7 +222,11 @@ def _host(url: str | None) -> str:
 def _dispute_note(credit: Credit, *, first: str | None, receipt: dict[str, Any] | None, other: str | None) -> None:
     """Providers disagree about this credit (or none could confirm): it stays as it was, and reviewers
     can read why it waits."""
-    found = "no receipt" if receipt_state(credit, receipt) == GONE else f"it in block {int(receipt['blockNumber'], 16)}"
+    found = (  # None is GONE: said for mypy's narrowing
+        "no receipt"
+        if receipt is None or receipt_state(credit, receipt) == GONE
+        else f"it in block {int(receipt['blockNumber'], 16)}"
+    )
     backing = (
         f"{_host(other)} still has it in block {credit.block_number}"
         if other

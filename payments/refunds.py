@@ -306,11 +306,12 @@ def refund_decide(
         to = R.APPROVED if approve else R.REJECTED
         if approve and refund.status != R.PENDING_APPROVAL:
             raise RefundDecisionError(f"Only a refund waiting for approval can be approved; it is {refund.status}.")
-        if approve and not (to_address or "").strip():
+        seen = (to_address or "").strip()  # the address the reviewer saw (an approval's)
+        if approve and not seen:
             raise RefundDecisionError("An approval names the address it approves (the one you saw).")
-        if approve and refund.to_address.lower() != to_address.strip().lower():
+        if approve and refund.to_address.lower() != seen.lower():
             raise RefundAddressChanged(
-                f"The refund's address changed to {refund.to_address} after you saw {to_address.strip()}: look at"
+                f"The refund's address changed to {refund.to_address} after you saw {seen}: look at"
                 " it again before approving."
             )
         try:

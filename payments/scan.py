@@ -84,7 +84,7 @@ def agreed_head(network: Network, client: RpcClient) -> tuple[Head, int | None]:
     if other.number < head.number:
         log.info("%s: providers' heads differ (%d, %d): the lower counts", network.slug, head.number, other.number)
         head = other
-    return head, None if final is None else min(final, other_final)
+    return head, None if final is None or other_final is None else min(final, other_final)  # both None or neither
 
 
 def _final_block(network: Network, client: RpcClient, avoid: Collection[str] = ()) -> int | None:
@@ -220,7 +220,11 @@ def _scan_new_blocks(
 ) -> None:
     by_address = {payment.address.lower(): payment for payment in watched}
     topics = [address_topic(address) for address in sorted(by_address)]
-    tokens = {asset.contract.lower(): asset for asset in Asset.objects.filter(network=network, contract__isnull=False)}
+    tokens = {
+        asset.contract.lower(): asset
+        for asset in Asset.objects.filter(network=network, contract__isnull=False)
+        if asset.contract is not None  # always: the filter's; said for mypy
+    }
     native = Asset.objects.filter(network=network, contract__isnull=True).first()
     # Re-read the last blocks: a reorg can put a transfer into a block height already scanned.
     start = max(0, cursor.next_block - network.confirmations_required)
@@ -254,7 +258,7 @@ def _scan_new_blocks(
         LOG_SPANS.worked(spans, end - start + 1, network.max_block_range)
         if coin is not None and coin.read_in_full():  # an address's first pass
             coin_in, coin_out = top_level_moves(
-                network=network, client=client, asset=native, start=start, end=end, addresses=coin.read_in_full()
+                network=network, client=client, asset=coin.asset, start=start, end=end, addresses=coin.read_in_full()
             )
             transfers += coin_in
             outflows += coin_out
@@ -266,10 +270,10 @@ def _scan_new_blocks(
         start = end + 1
     if coin is not None:
         balances = coin.after_pass(cursor=cursor, last_read=report.to_block, now=now, record=record)
-        own = [p for p in watched if p.asset_id == native.pk]
+        own = [p for p in watched if p.asset_id == coin.asset.pk]
         known = balances if report.to_block == head.number else {}
         for transfer in unexplained_balance_transfers(
-            network=network, client=client, asset=native, payments=own, head=head.number, known=known
+            network=network, client=client, asset=coin.asset, payments=own, head=head.number, known=known
         ):
             _record(by_address, transfer, report)
 

@@ -115,9 +115,9 @@ def _status_in_the_asset_asked_for(
 
 def _reason(status: str, credits: list[Credit]) -> str:
     """The policy's reason, and the reorg behind it when a transfer was taken away."""
-    removed = sorted((c for c in credits if c.removed_at is not None), key=lambda c: c.removed_at)
+    removed = sorted(((c.removed_at, c) for c in credits if c.removed_at is not None), key=lambda pair: pair[0])
     if removed and status in (P.PENDING, P.DETECTED, P.UNDERPAID):
-        return f"{REASONS[status]} ({removed[-1].removed_reason})"
+        return f"{REASONS[status]} ({removed[-1][1].removed_reason})"
     return REASONS[status]
 
 

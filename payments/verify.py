@@ -25,7 +25,11 @@ def transfers_in_tx(*, network: Network, payment: PaymentRequest, tx_hash: str) 
     if block is None or block["hash"].lower() != receipt["blockHash"].lower():
         return [], "its block is being reorganised; it will be checked again"
     recipient = payment.address.lower()
-    tokens = {asset.contract.lower(): asset for asset in Asset.objects.filter(network=network, contract__isnull=False)}
+    tokens = {
+        asset.contract.lower(): asset
+        for asset in Asset.objects.filter(network=network, contract__isnull=False)
+        if asset.contract is not None  # always: the filter's; said for mypy
+    }
     transfers = []
     for entry in receipt["logs"]:
         topics = entry["topics"]

@@ -20,11 +20,10 @@ from core.jobs.kinds import JobKind
 from core.jobs.outbox import job_enqueue
 from core.transition_event import TransitionNotAllowed
 from orders import capacity
-from orders.models import Extension, ExtensionStatus, Order, OrderStatus
+from orders.models import EXTENSION_OPEN_STATUSES, Extension, ExtensionStatus, Order, OrderStatus
 from orders.orders import order_transition
 from orders.outbox import email_enqueue
 from orders.sshkeys import SshKeyError, parse_ssh_public_key
-from payments.extension_money import orders_held_for_extension_money
 from provisioning import node_tools
 from provisioning.bundle import node_bundle
 from provisioning.drivers import driver_for
@@ -38,6 +37,9 @@ log = logging.getLogger(__name__)
 HELD_KEYS_FILE = "/etc/ssh/authorized_keys/%u"
 S = OrderStatus
 KEY_BACKSTOP = dt.timedelta(days=1)
+# A credit's kind for a transfer in the asset asked for (payments.models.CreditKind.MATCH): provisioning reads
+# credits through the payment's relation, and imports no payments module.
+CREDIT_MATCH = "match"
 KEY_REFUSED = 4  # the access tool's exit status when the key itself is refused (the caller's input)
 # A revocation waits END_GRACE_SECONDS for the tenant's processes to stop on SIGTERM, then walks the node's local
 # filesystems for the tenant's files: minutes on a node full of data.
@@ -367,6 +369,30 @@ def _ensure_tool(driver: Driver) -> None:
     result = driver.run(["tar", "-xzf", f"{driver.workdir}/bundle.tar.gz", "-C", driver.workdir], timeout=60)
     if result.exit_code != 0:
         raise DriverError(f"unpacking the access tool failed: {result.stderr[-300:]}")
+
+
+def orders_held_for_extension_money(*, now: dt.datetime) -> set[int]:
+    """Active orders whose end has passed but waits: an extension was paid in full, in the asset asked for, before
+    the end, and its money is not final yet (judged by arrival, its days are owed). At most
+    EXTENSION_FINALITY_GRACE_MINUTES after the end; money short of the price holds nothing. Read from the order's
+    side, through the extension's payment and its credits (the same rule as payments/extension_money.py)."""
+    grace = dt.timedelta(minutes=settings.EXTENSION_FINALITY_GRACE_MINUTES)
+    waiting = Extension.objects.filter(
+        status__in=EXTENSION_OPEN_STATUSES,
+        order__status=OrderStatus.ACTIVE,
+        order__ends_at__lte=now,
+        order__ends_at__gt=now - grace,
+    ).select_related("order", "payment")
+    held = set()
+    for extension in waiting:
+        arrived = extension.payment.credits.counted().filter(
+            kind=CREDIT_MATCH, block_timestamp__lt=extension.order.ends_at
+        )
+        if sum(int(amount) for amount in arrived.values_list("amount_base_units", flat=True)) >= int(
+            extension.payment.amount_base_units
+        ):
+            held.add(extension.order_id)
+    return held
 
 
 def grants_due(now: dt.datetime):

@@ -20,8 +20,7 @@ from django.utils import timezone
 from core.jobs.kinds import JobKind
 from core.jobs.outbox import job_enqueue
 from orders.outbox import email_enqueue
-from payments.extension_money import orders_held_for_extension_money
-from provisioning.access import _access_tool, access_tool_ready
+from provisioning.access import _access_tool, access_tool_ready, orders_held_for_extension_money
 from provisioning.drivers import driver_for
 from provisioning.models import AccessGrant
 

@@ -20,7 +20,6 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 
 from orders.models import ExtensionStatus, Order
-from payments.models import PaymentRequest
 from provisioning.bundle import node_bundle_sha256
 from provisioning.models import AccessGrant, Manifest, PreparationRun, RunStatus
 from provisioning.ssh_setup import known_hosts_line
@@ -80,8 +79,9 @@ def manifest_verify(body: dict[str, Any], signature_b64: str, public_b64: str) -
     return True
 
 
-def _credits(payment: PaymentRequest) -> list[dict[str, Any]]:
-    """The on-chain transfers that paid a payment request, in chain order: each a proof anyone can look up."""
+def _credits(payment: Any) -> list[dict[str, Any]]:  # noqa: ANN401 - a payments PaymentRequest, by its relation
+    """The on-chain transfers that paid a payment request (the order's, an extension's, read through their
+    relations: provisioning imports no payments module), in chain order: each a proof anyone can look up."""
     return [
         {
             "tx_hash": c.tx_hash,
@@ -115,7 +115,7 @@ def _extensions_evidence(order: Order) -> list[dict[str, Any]]:
 
 
 def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> dict[str, Any]:
-    payment: PaymentRequest = order.payment
+    payment = order.payment  # its payments.models.PaymentRequest
     by_node = {grant.node_id: grant for grant in grants}
     return {
         "manifest_version": 2,

@@ -1,10 +1,10 @@
-"""`{% staff_queue as queue %}`: the admin start page's queue for the signed-in person (provisioning/attention.py)."""
+"""`{% staff_queue as queue %}`: the admin start page's queue for the signed-in person (shop/ops_attention.py)."""
 
 from __future__ import annotations
 
 from django import template
 
-from provisioning.attention import QueueGroup, queue_for
+from shop.ops_attention import QueueGroup, queue_for
 
 register = template.Library()
 

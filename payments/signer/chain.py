@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from eth_abi import decode, encode
+from eth_typing import ChecksumAddress, HexAddress, HexStr
 from hexbytes import HexBytes
 from web3 import HTTPProvider, Web3
 from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
-from web3.types import TxReceipt
+from web3.types import TxReceipt, Wei
 
 BALANCE_OF = bytes.fromhex("70a08231")  # balanceOf(address)
 TRANSFER = bytes.fromhex("a9059cbb")  # transfer(address,uint256)
@@ -29,6 +32,12 @@ def transfer_data(to: str, amount: int) -> bytes:
     return TRANSFER + encode(["address", "uint256"], [to, amount])
 
 
+def _checksummed(address: str) -> ChecksumAddress:
+    """An address as web3's types name it: the signer's are checksummed where they are read (plan.py, pins.py), and
+    web3 checks them again (the NewTypes change nothing when the code runs)."""
+    return ChecksumAddress(HexAddress(HexStr(address)))
+
+
 class Chain:
     def __init__(self, url: str, *, receipt_timeout: float = 180) -> None:
         # No retries inside web3: a dropped RPC ends the run, and the journal makes the rerun safe.
@@ -40,7 +49,7 @@ class Chain:
         return self.w3.eth.chain_id
 
     def native_balance(self, address: str) -> int:
-        return self.w3.eth.get_balance(address, "latest")
+        return self.w3.eth.get_balance(_checksummed(address), "latest")
 
     def token_balance(self, contract: str, address: str) -> int:
         answer = self.w3.eth.call({"to": contract, "data": BALANCE_OF + encode(["address"], [address])}, "latest")
@@ -89,7 +98,7 @@ class Chain:
 
     def estimate(self, sender: str, to: str, *, value: int = 0, data: bytes = b"") -> int:
         try:
-            gas = int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": value, "data": data}))
+            gas = int(self.w3.eth.estimate_gas({"from": sender, "to": to, "value": Wei(value), "data": data}))
         except (ContractLogicError, Web3RPCError) as error:
             raise WouldRevert(f"a transfer from {sender} to {to} would fail: {error}") from error
         if gas > MAX_TRANSFER_GAS:
@@ -99,18 +108,18 @@ class Chain:
             )
         return gas
 
-    def nonce(self, address: str, block: str = "pending") -> int:
-        return self.w3.eth.get_transaction_count(address, block)
+    def nonce(self, address: str, block: Literal["latest", "pending"] = "pending") -> int:
+        return self.w3.eth.get_transaction_count(_checksummed(address), block)
 
     def receipt(self, tx_hash: str) -> TxReceipt | None:
         try:
-            return self.w3.eth.get_transaction_receipt(tx_hash)
+            return self.w3.eth.get_transaction_receipt(HexStr(tx_hash))
         except TransactionNotFound:
             return None
 
     def known(self, tx_hash: str) -> bool:
         try:
-            self.w3.eth.get_transaction(tx_hash)
+            self.w3.eth.get_transaction(HexStr(tx_hash))
             return True
         except TransactionNotFound:
             return False
@@ -124,4 +133,4 @@ class Chain:
                 raise
 
     def wait(self, tx_hash: str) -> TxReceipt:
-        return self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout, poll_latency=0.1)
+        return self.w3.eth.wait_for_transaction_receipt(HexStr(tx_hash), timeout=self.receipt_timeout, poll_latency=0.1)

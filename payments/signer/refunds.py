@@ -70,7 +70,8 @@ def shown_refunds(plan: Plan, chain: Chain) -> list[Shown]:
     for item in plan.items:
         if not item.refunds:
             continue
-        if item.is_native:
+        decimals: int | None
+        if item.contract is None:  # item.is_native
             symbol, decimals = NATIVE_SYMBOLS.get(plan.chain_id, "native coin"), NATIVE_DECIMALS
         else:
             if item.contract not in tokens:
@@ -97,7 +98,7 @@ def check_caps(shown: list[Shown], pins: Pins) -> None:
         )
     others: dict[str, Fraction] = defaultdict(Fraction)
     for entry in shown:
-        if not entry.usd and not entry.item.is_native:
+        if not entry.usd and entry.item.contract is not None:  # not entry.item.is_native
             others[entry.item.contract] += entry.whole
     for contract, total in others.items():
         cap = pins.max_refunds_token.get(contract, Decimal(0))

@@ -182,11 +182,16 @@ class Signer:
     def _carry_out(self, item: PlanItem, account: LocalAccount, gas_account: LocalAccount) -> None:
         slots = [(f"refund:{refund.id}", "refund", refund.to_address, refund.amount) for refund in item.refunds]
         if item.sweep > 0:
+            assert self.plan.treasury is not None, (
+                "a plan that sweeps names its treasury (Plan.parse refuses one without)"
+            )
             slots.append(("sweep", "sweep", self.plan.treasury, item.sweep))
         gas_names = self._gas_names(item)
         # What the journal holds is resumed first (in the order it was sent), then the rest is checked and sent.
         for name in gas_names:
-            self.resume(self._sent("gas", item, gas_account.address, item.address, 0, name), self.journaled(name))
+            journaled = self.journaled(name)
+            assert journaled is not None, "_gas_names lists journaled names only"
+            self.resume(self._sent("gas", item, gas_account.address, item.address, 0, name), journaled)
         pending = []
         for what, kind, to, amount in slots:
             name = transfer_name(item.address, item.contract, what)
@@ -265,6 +270,7 @@ class Signer:
     def _token(
         self, item: PlanItem, account: LocalAccount, gas_account: LocalAccount, pending: list[Pending], gas_top_ups: int
     ) -> None:
+        assert item.contract is not None, "a token's item (not item.is_native) names its contract"
         fee = self.chain.fee()
         gases = [
             self.chain.estimate(account.address, item.contract, data=transfer_data(to, amount))

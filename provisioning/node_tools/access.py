@@ -104,7 +104,136 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the node's Python may be 3.8: these shapes (the JSON printed) are for the type checker only
+    from typing import NotRequired, TypedDict
+
+    class Entry(TypedDict):
+        """An account of the user database."""
+
+        uid: int
+        gid: int
+        gecos: str
+        home: str
+        shell: str
+
+    class NamedEntry(Entry):
+        name: str
+
+    class Shadow(TypedDict):
+        password: str  # "empty", "none" or "set"
+        account_expires: str | None
+
+    class Sweep(TypedDict):
+        root: str
+        removed: int
+        left: list[str]
+
+    class GpuCheck(TypedDict):
+        checked: bool
+        left: list[str]
+        why: NotRequired[str]
+
+    class Scrubbed(TypedDict):
+        processes_terminated: int
+        processes_killed: int
+        files_removed: int
+        swept: list[str]
+        gpus: str
+
+    class Granted(TypedDict):
+        account: str
+        uid: int
+        home: str
+        expires: str
+        account_expires: str
+        key_fingerprint: str
+        created: bool
+        changed: bool
+
+    class Rekeyed(TypedDict):
+        account: str
+        key_fingerprint: str
+        expires: str
+        changed: bool
+
+    class ProbeAdded(TypedDict):
+        account: str
+        probe_fingerprint: str
+        expiry_time: str
+
+    class ProbeRemoved(TypedDict):
+        account: str
+        existed: bool
+        removed: int
+
+    class Revoked(TypedDict):
+        account: str
+        existed: bool
+        removed: bool
+        processes_killed: int
+        uid: NotRequired[int]
+        processes_terminated: NotRequired[int]
+        files_removed: NotRequired[int]
+        swept: NotRequired[list[str]]
+        gpus: NotRequired[str]
+        files_left: NotRequired[list[str]]
+
+    class Graced(TypedDict):
+        account: str
+        existed: bool
+        changed: NotRequired[bool]
+        until: NotRequired[str]
+        sftp_server: NotRequired[str]
+        processes_terminated: NotRequired[int]
+        processes_killed: NotRequired[int]
+        jobs_held: NotRequired[list[str]]
+        gpus: NotRequired[str]
+
+    class Installed(TypedDict):
+        installed: str
+        modules: int
+
+    class OrderState(TypedDict):
+        account: str
+        written: str
+
+    class NoticeBody(TypedDict):
+        ends_at: str
+        reason: str
+        seconds_left: int
+
+    class Noticed(TypedDict):
+        account: str
+        existed: bool
+        notice: NotRequired[NoticeBody]
+        terminals: NotRequired[int]
+
+    class ShownKey(TypedDict):
+        type: str
+        fingerprint: str
+        expiry_time: str | None
+
+    class Shown(TypedDict):
+        account: str
+        exists: bool
+        managed: NotRequired[bool]
+        uid: NotRequired[int]
+        home: NotRequired[str]
+        home_exists: NotRequired[bool]
+        bound_key: NotRequired[str | None]
+        password: NotRequired[str | None]
+        account_expires: NotRequired[str | None]
+        authorized_keys: NotRequired[list[ShownKey]]
+
+    class SshdCheck(TypedDict):
+        ok: bool
+        account: str
+        authorized_keys_file: list[str]
+        problems: list[str]
+
 
 ACCOUNT = re.compile(r"^[a-z][a-z0-9-]{1,30}$")
 MARKER = "b200-shop order access"  # the start of the comment field of every account this tool manages
@@ -230,9 +359,10 @@ CURVES["sk-ecdsa-sha2-nistp256@openssh.com"] = CURVES["ecdsa-sha2-nistp256"]
 MIN_RSA_BITS = 2048
 
 
-def ssh_strings(blob: bytes) -> list:
+def ssh_strings(blob: bytes) -> list[bytes]:
     """The length-prefixed strings a key blob is made of; a blob cut short is refused."""
-    fields, at = [], 0
+    fields: list[bytes] = []
+    at = 0
     while at < len(blob):
         if at + 4 > len(blob):
             raise KeyRefused("the key's data is cut short")
@@ -296,7 +426,7 @@ class Users:
     def path(self, path: str) -> str:
         return self.prefix + path
 
-    def lookup(self, account: str) -> dict | None:
+    def lookup(self, account: str) -> Entry | None:
         if not self.prefix:
             try:
                 entry = pwd.getpwnam(account)
@@ -320,7 +450,7 @@ class Users:
                 }
         return None
 
-    def shadow(self, account: str) -> dict | None:
+    def shadow(self, account: str) -> Shadow | None:
         for fields in _records(self.path("/etc/shadow")):
             if len(fields) >= 8 and fields[0] == account:
                 expires = None
@@ -329,7 +459,7 @@ class Users:
                 return {"password": _password_state(fields[1]), "account_expires": expires}
         return None
 
-    def tool(self, name: str, *args: str) -> subprocess.CompletedProcess:
+    def tool(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
         program = shutil.which(name, path=TOOL_PATH)
         if program is None:
             raise Failed(f"{name} is not installed on this node")
@@ -352,7 +482,7 @@ def only_root_writes(path: str) -> None:
             raise Failed(f"--users-prefix: {current} is not a root-owned path that only root writes into")
 
 
-def _records(path: str):
+def _records(path: str) -> Iterator[list[str]]:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for line in handle:
@@ -369,11 +499,11 @@ def _password_state(field: str) -> str:
     return "set"
 
 
-def managed(entry: dict) -> bool:
+def managed(entry: Entry) -> bool:
     return entry["gecos"].startswith(MARKER) and entry["uid"] >= FIRST_UID
 
 
-def bound_key(entry: dict) -> str:
+def bound_key(entry: Entry) -> str:
     """The fingerprint recorded when the account was created (passwd fields cannot hold ':')."""
     rest = entry["gecos"][len(MARKER) :].strip()
     return "SHA256:" + rest[len("key=") :] if rest.startswith("key=") else ""
@@ -413,7 +543,7 @@ def _ssh_dir(home_fd: int) -> int:
 
 
 @contextlib.contextmanager
-def _owned_ssh_dir(home: str, entry: dict) -> Iterator[int]:
+def _owned_ssh_dir(home: str, entry: Entry) -> Iterator[int]:
     """The account's ~/.ssh, opened without following a link, it and the home owned by the account and closed
     to everyone else (no other customer reads this home)."""
     home_fd = _open_dir(home)
@@ -453,7 +583,7 @@ def _read_authorized_keys(ssh_fd: int) -> str | None:
 OTHER_KEY_FILES = ("authorized_keys2",)
 
 
-def _other_key_files_remove(ssh_fd: int) -> list:
+def _other_key_files_remove(ssh_fd: int) -> list[str]:
     """Remove every key file of ~/.ssh that sshd may read other than the one this tool writes (a link or a file,
     never followed; a folder there is no key file to sshd). Returns the names removed."""
     removed = []
@@ -540,7 +670,7 @@ def held_key_remove(users: Users, account: str) -> None:
         os.unlink(os.path.join(users.path(HELD_KEYS_DIR), account))
 
 
-def _keys_write(users: Users, ssh_fd: int, entry: dict, account: str, line: str) -> bool:
+def _keys_write(users: Users, ssh_fd: int, entry: Entry, account: str, line: str) -> bool:
     """The one key line in the held file and in ~/.ssh/authorized_keys; True when either changed."""
     changed = False
     if held_key_read(users, account) != line:
@@ -556,7 +686,7 @@ def _keys_write(users: Users, ssh_fd: int, entry: dict, account: str, line: str)
 
 
 @contextlib.contextmanager
-def state_locked(users: Users):
+def state_locked(users: Users) -> Iterator[str]:
     """The node's access state, locked against a concurrent grant (the same order delivered twice)."""
     directory = users.path(STATE_DIR)
     os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -568,7 +698,7 @@ def state_locked(users: Users):
         os.close(fd)
 
 
-def _ids_in_use(users: Users) -> list:
+def _ids_in_use(users: Users) -> list[int]:
     """Every uid and gid of the user database (and, on a real node, of NSS) in the accounts' range."""
     ids = [
         int(fields[2])
@@ -604,14 +734,14 @@ class Ids:
     ranges an earlier version's useradd gave it (a rootless container, through newuidmap, runs and writes as
     those; userdel then frees them for the next account)."""
 
-    def __init__(self, uid: int, ranges: tuple = ()) -> None:
+    def __init__(self, uid: int, ranges: tuple[tuple[int, ...], ...] = ()) -> None:
         self.uid = uid
         self.ranges = tuple(ranges)  # (first, count)
 
     def __contains__(self, number: int) -> bool:
         return number == self.uid or any(first <= number < first + count for first, count in self.ranges)
 
-    def find_test(self) -> list:
+    def find_test(self) -> list[str]:
         """find's test for a file owned by one of them (-uid +N / -N: above N / below N)."""
         test = ["(", "-uid", str(self.uid)]
         for first, count in self.ranges:
@@ -631,7 +761,7 @@ class Ids:
         return cls(int(lines[0]), tuple(tuple(int(part) for part in line.split(":")) for line in lines[1:]))
 
 
-def subordinate_ranges(users: Users, account: str, uid: int) -> tuple:
+def subordinate_ranges(users: Users, account: str, uid: int) -> tuple[tuple[int, int], ...]:
     """The account's ranges in /etc/subuid (keyed by its name or its uid)."""
     ranges = []
     for fields in _records(users.path("/etc/subuid")):
@@ -643,7 +773,7 @@ def subordinate_ranges(users: Users, account: str, uid: int) -> tuple:
 # Files a tenant leaves: removed wherever they are on the node's own filesystems -------------------
 
 
-def _mounts(mountinfo: str) -> list:
+def _mounts(mountinfo: str) -> list[tuple[str, str, list[str], bool]]:
     """(mount point, filesystem type, options) of each line of /proc/self/mountinfo, in its order."""
     mounts = []
     for line in mountinfo.splitlines():
@@ -656,7 +786,7 @@ def _mounts(mountinfo: str) -> list:
     return mounts
 
 
-def local_mounts(mountinfo: str) -> list:
+def local_mounts(mountinfo: str) -> list[str]:
     """Mount points of writable local filesystems in /proc/self/mountinfo, those mounting a filesystem's
     root first (a bind mount of a folder inside it is the same filesystem, swept once)."""
     mounts = [
@@ -677,7 +807,7 @@ def filesystem_of(path: str, mountinfo: str) -> str:
     return found
 
 
-def scratch_roots(paths: list, mountinfo: str) -> list:
+def scratch_roots(paths: list[str], mountinfo: str) -> list[str]:
     """The node's configured scratch folders, each a real folder on a local filesystem: a network one may
     hold other machines' files under the same uid numbers (uids are unique per node only), never swept."""
     roots = []
@@ -703,7 +833,7 @@ def scratch_roots(paths: list, mountinfo: str) -> list:
     return roots
 
 
-def sweep_roots(users: Users, scratch: list) -> list:
+def sweep_roots(users: Users, scratch: list[str]) -> list[str]:
     """Where a tenant's files are looked for: every local filesystem of the node once, and each scratch folder
     on a filesystem not swept already; in the sandbox (--users-prefix) the machine's filesystems are not the
     node's, so the shared temporary folders and the scratch folders only."""
@@ -725,18 +855,18 @@ def sweep_roots(users: Users, scratch: list) -> list:
     return roots
 
 
-def _find(*args: str) -> subprocess.CompletedProcess:
+def _find(*args: str) -> subprocess.CompletedProcess[bytes]:
     program = shutil.which("find", path=TOOL_PATH)
     if program is None:
         raise Failed("find is not installed on this node")
     return subprocess.run([program, *args], capture_output=True, timeout=3600, check=False)
 
 
-def _found(result: subprocess.CompletedProcess) -> list:
+def _found(result: subprocess.CompletedProcess[bytes]) -> list[str]:
     return [os.fsdecode(path) for path in result.stdout.split(b"\0") if path]
 
 
-def remove_owned(root: str, ids: Ids | int) -> dict:
+def remove_owned(root: str, ids: Ids | int) -> Sweep:
     """Remove everything under `root` owned by the ids, on root's filesystem only (-xdev), never following a
     link (-P: a link is removed, its target never touched). A folder of theirs goes with all it holds."""
     owned = (ids if isinstance(ids, Ids) else Ids(ids)).find_test()
@@ -753,7 +883,9 @@ def remove_owned(root: str, ids: Ids | int) -> dict:
 # Commands --------------------------------------------------------------------------------------
 
 
-def _useradd(users: Users, account: str, key_fingerprint: str, expiry_day: str, uid: int):
+def _useradd(
+    users: Users, account: str, key_fingerprint: str, expiry_day: str, uid: int
+) -> subprocess.CompletedProcess[str]:
     return users.tool(
         "useradd",
         "--create-home",
@@ -781,7 +913,7 @@ def _useradd(users: Users, account: str, key_fingerprint: str, expiry_day: str, 
     )
 
 
-def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> dict:
+def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> Granted:
     key_type, data = read_public_key(key_file)
     key_fingerprint = fingerprint(data)
     expiry_day = account_expiry_day(expires)
@@ -810,8 +942,8 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
         if result.returncode != 0:
             raise Failed(f"usermod --shell failed: {result.stderr.strip()}")
         changed = True
-    shadow = users.shadow(account) or {}
-    if shadow.get("account_expires") != expiry_day:
+    shadow = users.shadow(account)
+    if (shadow["account_expires"] if shadow else None) != expiry_day:
         result = users.tool("usermod", "--expiredate", expiry_day, account)
         if result.returncode != 0:
             raise Failed(f"usermod --expiredate failed: {result.stderr.strip()}")
@@ -840,7 +972,7 @@ def grant(users: Users, account: str, key_file: str, expires: dt.datetime) -> di
 KEY_LINE = re.compile(r'^expiry-time="(\d{12})Z" (\S+) (\S+)$')
 
 
-def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None = None) -> dict:
+def rekey(users: Users, account: str, key_file: str, expires: dt.datetime | None = None) -> Rekeyed:
     """The customer replaced their key: the account is bound to the new one (its comment field), and
     authorized_keys holds exactly it, behind the same expiry-time (or --expires); the old key is gone."""
     key_type, data = read_public_key(key_file)
@@ -910,7 +1042,7 @@ def is_probe_line(line: str) -> bool:
     return len(fields) >= 3 and fields[-1] == PROBE_COMMENT
 
 
-def _key_file_lines(content: str) -> list:
+def _key_file_lines(content: str) -> list[str]:
     """Each line with its own newline (the last one may have none): joined again, the same bytes."""
     return re.findall(r"[^\n]*\n|[^\n]+\Z", content)
 
@@ -930,7 +1062,7 @@ def _lines_gone(before: str, after: str) -> int:
     return len(_key_file_lines(before)) - len(_key_file_lines(after))
 
 
-def probe_key_add(users: Users, account: str, key_file: str, minutes: int) -> dict:
+def probe_key_add(users: Users, account: str, key_file: str, minutes: int) -> ProbeAdded:
     """One probe line after the customer's, in the held file and the home's copy (which follows it, as grant writes
     both); a probe line already there is replaced. The customer's line stays byte for byte."""
     key_type, data = read_public_key(key_file)
@@ -963,7 +1095,7 @@ def probe_key_add(users: Users, account: str, key_file: str, minutes: int) -> di
     }
 
 
-def probe_key_remove(users: Users, account: str) -> dict:
+def probe_key_remove(users: Users, account: str) -> ProbeRemoved:
     """Every probe line out of the held file and the home's copy, each other line byte for byte. Idempotent: after a
     grant, rekey or grace (which write the customer's key alone) there is nothing to remove. The home is only read
     where it is what it should be: a link at ~/.ssh or its key file is left alone, never followed."""
@@ -1001,7 +1133,7 @@ def probe_key_remove(users: Users, account: str) -> dict:
     return {"account": account, "existed": True, "removed": removed}
 
 
-def _status(pid: int) -> dict:
+def _status(pid: int) -> dict[str, str]:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
             return dict((key, value.strip()) for key, value in (line.split(":", 1) for line in handle if ":" in line))
@@ -1031,7 +1163,7 @@ def _describe(pid: int) -> str:
 
 def kill_processes(ids: Ids) -> int:
     """SIGKILL every process running as the ids, until none is left (they may fork meanwhile)."""
-    killed = set()
+    killed: set[int] = set()
     for _ in range(100):
         pids = _processes_of(ids)
         if not pids:
@@ -1048,7 +1180,7 @@ def kill_processes(ids: Ids) -> int:
     )
 
 
-def stop_processes(ids: Ids, term_seconds: float) -> tuple:
+def stop_processes(ids: Ids, term_seconds: float) -> tuple[int, int]:
     """The end of a rental (issue 41): SIGTERM to every process of the ids, so that a training loop that saves a
     checkpoint on SIGTERM keeps it; whatever still runs after `term_seconds` (or forked meanwhile) gets SIGKILL.
     The caller has closed the door first (no new login), so the wait ends. Returns (terminated, killed)."""
@@ -1071,7 +1203,7 @@ def stop_processes(ids: Ids, term_seconds: float) -> tuple:
 SYSV_IPC = (("/proc/sysvipc/shm", "-m"), ("/proc/sysvipc/msg", "-q"), ("/proc/sysvipc/sem", "-s"))
 
 
-def remove_ipc(ids: Ids) -> list:
+def remove_ipc(ids: Ids) -> list[str]:
     """Remove the ids' System V shared memory segments, message queues and semaphore sets (as owner or
     creator); what could not be removed is returned."""
     left = []
@@ -1080,7 +1212,7 @@ def remove_ipc(ids: Ids) -> list:
             owners = [int(fields.get(key, "")) for key in ("uid", "cuid") if fields.get(key, "").isdigit()]
             if not any(owner in ids for owner in owners):
                 continue
-            ident = fields.get("shmid") or fields.get("msqid") or fields.get("semid")
+            ident = fields.get("shmid") or fields.get("msqid") or fields.get("semid") or ""
             program = shutil.which("ipcrm", path=TOOL_PATH)
             result = None
             if program is not None:
@@ -1093,7 +1225,7 @@ def remove_ipc(ids: Ids) -> list:
     return left
 
 
-def _ipc_rows(table: str) -> list:
+def _ipc_rows(table: str) -> list[dict[str, str]]:
     try:
         with open(table, encoding="ascii", errors="replace") as handle:
             lines = handle.read().splitlines()
@@ -1108,7 +1240,7 @@ GPU_QUERY = ("--query-compute-apps=pid,used_memory", "--format=csv,noheader")
 GPU_SETTLE_SECONDS = 10  # the driver frees a killed process's memory in a moment, not at once
 
 
-def gpu_processes() -> list | None:
+def gpu_processes() -> list[tuple[int, str]] | None:
     """Every process on the node's GPUs; None when nvidia-smi is not installed (a node without cards)."""
     program = shutil.which("nvidia-smi", path=TOOL_PATH)
     if program is None:
@@ -1133,7 +1265,7 @@ def gpu_processes() -> list | None:
     return processes
 
 
-def gpus_freed(ids: Ids) -> dict:
+def gpus_freed(ids: Ids) -> GpuCheck:
     """Wait for the cards to hold no process at all (the account's were killed; another one's left on them
     makes the node unfit for the next tenant too); what is still there is returned."""
     deadline = time.monotonic() + GPU_SETTLE_SECONDS
@@ -1198,7 +1330,7 @@ def _close_door(users: Users, account: str, home: str) -> None:
         pass
 
 
-def scrub(users: Users, ids: Ids, scratch: list, term_seconds: float = 0) -> dict:
+def scrub(users: Users, ids: Ids, scratch: list[str], term_seconds: float = 0) -> Scrubbed:
     """The end of the rental: the uid's processes, files, IPC objects and GPU work gone, or Failed saying
     what is left (nothing about the account is removed then: the next revoke starts again)."""
     terminated, killed = stop_processes(ids, term_seconds)
@@ -1229,7 +1361,7 @@ def scrub(users: Users, ids: Ids, scratch: list, term_seconds: float = 0) -> dic
     }
 
 
-def revoke(users: Users, account: str, scratch: list | None = None, term_seconds: float = 0) -> dict:
+def revoke(users: Users, account: str, scratch: list[str] | None = None, term_seconds: float = 0) -> Revoked:
     entry = users.lookup(account)
     home = users.path(f"/home/{account}")
     if entry is None:
@@ -1299,7 +1431,7 @@ def _installed_key(content: str) -> tuple[str, str] | None:
     return None
 
 
-def hold_jobs(users: Users, account: str, uid: int) -> list:
+def hold_jobs(users: Users, account: str, uid: int) -> list[str]:
     """The account's crontab and at jobs, moved into the state folder (root's only): they never run again,
     and the revocation removes them with the rest of its files."""
     held = []
@@ -1330,13 +1462,14 @@ def held_remove(users: Users, account: str) -> None:
 
 
 def _expire_on(users: Users, account: str, day: str) -> None:
-    if (users.shadow(account) or {}).get("account_expires") != day:
+    shadow = users.shadow(account)
+    if (shadow["account_expires"] if shadow else None) != day:
         result = users.tool("usermod", "--expiredate", day, account)
         if result.returncode != 0:
             raise Failed(f"usermod --expiredate failed: {result.stderr.strip()}")
 
 
-def _limit_key(users: Users, entry: dict, server: str, until: dt.datetime) -> bool:
+def _limit_key(users: Users, entry: NamedEntry, server: str, until: dt.datetime) -> bool:
     """The installed key, limited to read-only SFTP until `until`; True when the file changed. Verified by
     reading it back: it holds that one line, whatever was there."""
     home_fd = _open_dir(users.path(entry["home"]))
@@ -1362,7 +1495,7 @@ def _limit_key(users: Users, entry: dict, server: str, until: dt.datetime) -> bo
         os.close(home_fd)
 
 
-def grace(users: Users, account: str, until: dt.datetime, term_seconds: float = 0) -> dict:
+def grace(users: Users, account: str, until: dt.datetime, term_seconds: float = 0) -> Graced:
     """The rental ended: the account keeps its files until `until` and may download them over read-only SFTP;
     its processes, GPU work, System V IPC and scheduled jobs are stopped now. Idempotent.
 
@@ -1444,7 +1577,7 @@ def _root_file(path: str, content: str, mode: int, gid: int = 0) -> None:
         os.close(dir_fd)
 
 
-def b200_install(users: Users, source: str, python: str) -> dict:
+def b200_install(users: Users, source: str, python: str) -> Installed:
     """Install `b200` from the shop's copy under `source` (the folder holding provisioning/): its modules under
     /var/lib/b200/tool, the wrapper on the PATH and the login banner. Idempotent."""
     if not re.match(r"^[A-Za-z0-9_./+-]{1,255}$", python):
@@ -1477,7 +1610,7 @@ def b200_install(users: Users, source: str, python: str) -> dict:
     return {"installed": users.path(B200_WRAPPER), "modules": len(names)}
 
 
-def order_state(users: Users, account: str, state_file: str) -> dict:
+def order_state(users: Users, account: str, state_file: str) -> OrderState:
     """The order's facts for `b200` (reference, end, data window, cards, environment...), from the shop: one JSON
     object, root's, readable by the account's group alone."""
     entry = users.lookup(account)
@@ -1515,7 +1648,7 @@ NOTICE_WORDS = {
 }
 
 
-def notice(users: Users, account: str, ends_at: dt.datetime, reason: str, grace_seconds: int) -> dict:
+def notice(users: Users, account: str, ends_at: dt.datetime, reason: str, grace_seconds: int) -> Noticed:
     """Tell the account that its processes stop at `ends_at`: the file, written as the tool writes every file of
     the home (no link followed, owned by the account, replaced whole), and a line on its terminals. Idempotent."""
     entry = users.lookup(account)
@@ -1524,7 +1657,7 @@ def notice(users: Users, account: str, ends_at: dt.datetime, reason: str, grace_
     if not managed(entry):
         raise Refused(f"the account {account} was not created by this tool: not touching it")
     left = max(0, int((ends_at - dt.datetime.now(dt.timezone.utc)).total_seconds()))
-    body = {"ends_at": ends_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "reason": reason, "seconds_left": left}
+    body: NoticeBody = {"ends_at": ends_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "reason": reason, "seconds_left": left}
     home_fd = _open_dir(users.path(entry["home"]))
     try:
         folder_fd = _real_dir(home_fd, NOTICE_DIR)
@@ -1585,12 +1718,12 @@ def tell_terminals(uid: int, line: str) -> int:
     return told
 
 
-def show(users: Users, account: str) -> dict:
+def show(users: Users, account: str) -> Shown:
     entry = users.lookup(account)
     if entry is None:
         return {"account": account, "exists": False}
     home = users.path(entry["home"])
-    keys = []
+    keys: list[ShownKey] = []
     held = held_key_read(users, account)
     try:
         if held is not None:  # what sshd reads; the home's copy is the tenant's to change
@@ -1619,7 +1752,7 @@ def show(users: Users, account: str) -> dict:
                     else None,
                 }
             )
-    shadow = users.shadow(account) or {}
+    shadow = users.shadow(account)
     return {
         "account": account,
         "exists": True,
@@ -1628,8 +1761,8 @@ def show(users: Users, account: str) -> dict:
         "home": entry["home"],
         "home_exists": os.path.isdir(home),
         "bound_key": bound_key(entry) or None,
-        "password": shadow.get("password"),
-        "account_expires": shadow.get("account_expires"),
+        "password": shadow["password"] if shadow else None,
+        "account_expires": shadow["account_expires"] if shadow else None,
         "authorized_keys": keys,
     }
 
@@ -1637,7 +1770,7 @@ def show(users: Users, account: str) -> dict:
 # sshd's configuration --------------------------------------------------------------------------------------
 
 
-def sshd_settings(account: str) -> dict:
+def sshd_settings(account: str) -> dict[str, str]:
     """What sshd would apply to a login of `account` from loopback (`sshd -T`: its Match blocks included)."""
     program = shutil.which("sshd", path=TOOL_PATH)
     if program is None:
@@ -1651,7 +1784,7 @@ def sshd_settings(account: str) -> dict:
     )
     if result.returncode != 0:
         raise Failed(f"sshd -T failed ({result.returncode}): {result.stderr.strip()[-500:]}")
-    settings: dict = {}
+    settings: dict[str, str] = {}
     for line in result.stdout.splitlines():
         name, _, value = line.strip().partition(" ")
         settings.setdefault(name.lower(), value.strip())
@@ -1673,7 +1806,7 @@ def key_file_problem(users: Users, pattern: str, account: str) -> str:
     return ""
 
 
-def sshd_check(users: Users, account: str) -> dict:
+def sshd_check(users: Users, account: str) -> SshdCheck:
     """Whether sshd lets the tenant `account` add keys, and reads the file this tool writes (issue 39)."""
     settings = sshd_settings(account)
     files = settings.get("authorizedkeysfile", "none").split()
@@ -1731,6 +1864,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "probe-key" and (args.minutes is None) != bool(args.remove):
         parser.error("probe-key: --key-file needs --minutes; --remove takes none")
+    report: Mapping[str, object]
     try:
         if os.geteuid() != 0 and args.command != "show":
             raise Failed("must run as root")

@@ -219,8 +219,9 @@ def command_status(args: argparse.Namespace) -> int:
 
 def activate_line(state: dict[str, Any]) -> str | None:
     environment = section(state, "environment")
-    if isinstance(environment.get("activate"), str) and environment["activate"].strip():
-        return environment["activate"].strip()
+    activate = environment.get("activate")
+    if isinstance(activate, str) and activate.strip():
+        return activate.strip()
     python = environment.get("python")
     if not isinstance(python, str) or not python:
         return None

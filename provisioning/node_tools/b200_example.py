@@ -88,7 +88,7 @@ def main() -> None:
         targets = torch.randint(0, 10, (args.batch,), device=device)
         loss = F.cross_entropy(trained(inputs), targets)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         optimizer.step()
         step += 1
         if rank == 0 and (step == 1 or step % 100 == 0):

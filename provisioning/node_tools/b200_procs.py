@@ -54,7 +54,7 @@ def carries(pid: str, needle: bytes) -> bool:
         return False
 
 
-def signal_run(process: subprocess.Popen, marker: str, signum: int) -> None:
+def signal_run(process: subprocess.Popen[bytes], marker: str, signum: int) -> None:
     if process.poll() is None:
         with contextlib.suppress(OSError):
             os.killpg(process.pid, signum)  # torchrun's session (the tool started it with start_new_session)
@@ -63,7 +63,7 @@ def signal_run(process: subprocess.Popen, marker: str, signum: int) -> None:
             os.kill(pid, signum)
 
 
-def stop_run(process: subprocess.Popen, marker: str, grace_s: float = GRACE_S) -> None:
+def stop_run(process: subprocess.Popen[bytes], marker: str, grace_s: float = GRACE_S) -> None:
     """SIGTERM to torchrun and every rank at once, SIGKILL to what is left after the grace; returns once torchrun
     is reaped and no marked process is left (or SIGKILL has been sent to all of them)."""
     signal_run(process, marker, signal.SIGTERM)

@@ -110,7 +110,7 @@ def probe(python: str) -> dict[str, Any]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise TrialError(f"cannot run {python}: {exc}") from exc
     try:
-        facts = json.loads(done.stdout.decode(errors="replace").strip().splitlines()[-1])
+        facts: dict[str, Any] = json.loads(done.stdout.decode(errors="replace").strip().splitlines()[-1])
     except (IndexError, ValueError):
         raise TrialError(f"{python} did not answer: {done.stderr.decode(errors='replace')[-300:]}") from None
     if "torch_error" in facts:
@@ -231,7 +231,8 @@ def steady_pace(durations: list[float]) -> tuple[float, float] | None:
 def scaling_efficiency(runs: list[dict[str, Any]]) -> float | None:
     if len(runs) != 2 or any(run["status"] != "ok" or not run["steps_per_s"] for run in runs):
         return None
-    return round(runs[1]["steps_per_s"] / runs[0]["steps_per_s"], 3)
+    ratio: float = runs[1]["steps_per_s"] / runs[0]["steps_per_s"]
+    return round(ratio, 3)
 
 
 def verdicts(runs: list[dict[str, Any]], efficiency: float | None) -> list[dict[str, str]]:

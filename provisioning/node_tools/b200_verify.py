@@ -51,7 +51,7 @@ class VerifyError(Exception):
     """verify cannot start (exit 2): no preflight beside the tool, no validated Python."""
 
 
-def add_parser(commands: Any) -> argparse.ArgumentParser:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     verify = commands.add_parser(
         "verify",
         help="the quick hand-over preflight again (loads the cards for a few minutes), compared with its report",

@@ -29,6 +29,21 @@ import os
 import re
 import subprocess
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the node's Python may be 3.8: these shapes are for the type checker only
+    from typing import TypedDict
+
+    class Finding(TypedDict):
+        check: str
+        status: str  # PASS, FAIL, WARN or SKIP
+        detail: str
+
+    class HealthReport(TypedDict):
+        findings: list[Finding]
+        kernel_cursor: str
+        healthy: bool
+
 
 PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
 TOOL_TIMEOUT = 10  # seconds per nvidia-smi / dmesg call: a node that answers slower than this is not healthy
@@ -60,7 +75,7 @@ GPU_LINE = re.compile(r"^GPU (\d+):")
 LINK_LINE = re.compile(r"^\s*Link (\d+):\s*(.+?)\s*$")
 
 
-def finding(check: str, status: str, detail: str) -> dict:
+def finding(check: str, status: str, detail: str) -> Finding:
     return {"check": check, "status": status, "detail": detail[:500]}
 
 
@@ -109,7 +124,7 @@ def yes(cell: str) -> bool:
 # --- the cards, their ECC counters and retired pages (one nvidia-smi call) ---------------------------------------
 
 
-def evaluate_cards(text: str, expected: int) -> tuple[list[dict], list[list[str]]]:
+def evaluate_cards(text: str, expected: int) -> tuple[list[Finding], list[list[str]]]:
     rows = csv_rows(text, len(CARDS_QUERY.split(",")))
     findings = []
     if expected and len(rows) != expected:
@@ -127,7 +142,7 @@ def evaluate_cards(text: str, expected: int) -> tuple[list[dict], list[list[str]
     return findings, rows
 
 
-def evaluate_memory_repair(rows: list[list[str]], remap_text: str | None) -> dict:
+def evaluate_memory_repair(rows: list[list[str]], remap_text: str | None) -> Finding:
     problems = [f"GPU {r[0]}: retired pages pending" for r in rows if yes(r[5])]
     index_of = {r[1]: r[0] for r in rows}
     for cells in csv_rows(remap_text or "", len(REMAP_QUERY.split(","))):
@@ -146,7 +161,7 @@ def evaluate_memory_repair(rows: list[list[str]], remap_text: str | None) -> dic
 # --- NVLink ------------------------------------------------------------------------------------------------------
 
 
-def evaluate_nvlink(text: str) -> dict:
+def evaluate_nvlink(text: str) -> Finding:
     """`nvidia-smi nvlink --status`: a link is up only at a positive speed ("<inactive>", "Down", "0 GB/s" are not)."""
     card, links, down = "", 0, []
     for line in text.splitlines():
@@ -171,7 +186,7 @@ def evaluate_nvlink(text: str) -> dict:
 # --- throttling --------------------------------------------------------------------------------------------------
 
 
-def evaluate_throttle(text: str) -> dict:
+def evaluate_throttle(text: str) -> Finding:
     failing: list[str] = []  # a local annotation: never evaluated, so Python 3.8 runs it
     warning: list[str] = []
     for cells in csv_rows(text, 1 + len(THROTTLE_FIELDS)):
@@ -219,7 +234,7 @@ def parse_cursor(cursor: str, boot: str) -> float | None:
         return None
 
 
-def evaluate_xids(text: str, after: float | None) -> tuple[dict, float | None]:
+def evaluate_xids(text: str, after: float | None) -> tuple[Finding, float | None]:
     """XID lines stamped after `after` (kernel-log seconds); the last stamp in the log (the next cursor)."""
     last: float | None = None
     hardware: list[str] = []
@@ -238,7 +253,7 @@ def evaluate_xids(text: str, after: float | None) -> tuple[dict, float | None]:
     return xid_finding(hardware, application, "no new XID error in the kernel log"), last
 
 
-def xid_finding(hardware: list[str], application: list[str], none: str) -> dict:
+def xid_finding(hardware: list[str], application: list[str], none: str) -> Finding:
     """A hardware XID fails the node; one a tenant's own program causes is only shown."""
     if hardware:
         return finding("xid", FAIL, "; ".join((hardware + application)[:5]))
@@ -267,7 +282,7 @@ def root_only(path: str) -> str:
     return ""
 
 
-def evaluate_xid_events(lines: list[str], after: float | None) -> tuple[dict, float | None]:
+def evaluate_xid_events(lines: list[str], after: float | None) -> tuple[Finding, float | None]:
     """XID events of the NVML watcher logged after `after` (epoch seconds); the newest event's time."""
     last: float | None = None
     hardware: list[str] = []
@@ -287,7 +302,7 @@ def evaluate_xid_events(lines: list[str], after: float | None) -> tuple[dict, fl
     return xid_finding(hardware, application, "no new XID event from NVML"), last
 
 
-def check_xid_log(path: str, cursor: str, since: float | None) -> tuple[dict, str] | None:
+def check_xid_log(path: str, cursor: str, since: float | None) -> tuple[Finding, str] | None:
     """The watcher's log when it is there and only root writes it (None: fall back to the kernel log)."""
     if not os.path.exists(path) or root_only(path):
         return None
@@ -319,7 +334,7 @@ def kernel_log() -> tuple[str | None, str]:
     return None, "; ".join(tried)
 
 
-def check_xids(cursor: str, since: float | None, xid_log: str = XID_LOG) -> tuple[dict, str]:
+def check_xids(cursor: str, since: float | None, xid_log: str = XID_LOG) -> tuple[Finding, str]:
     from_watcher = check_xid_log(xid_log, cursor, since)
     if from_watcher is not None:
         return from_watcher
@@ -342,7 +357,7 @@ def check_xids(cursor: str, since: float | None, xid_log: str = XID_LOG) -> tupl
 # --- disk space --------------------------------------------------------------------------------------------------
 
 
-def check_disk(paths: list[str], min_free_percent: float) -> list[dict]:
+def check_disk(paths: list[str], min_free_percent: float) -> list[Finding]:
     """Free space on each folder's filesystem (statvfs: no file is read). Low space is the tenant's to act on: warn."""
     findings = []
     for path in paths:
@@ -362,7 +377,7 @@ def check_disk(paths: list[str], min_free_percent: float) -> list[dict]:
 # --- the whole probe ---------------------------------------------------------------------------------------------
 
 
-def check_gpus(expected: int, required: bool) -> list[dict]:
+def check_gpus(expected: int, required: bool) -> list[Finding]:
     status, out = run_tool([NVIDIA_SMI, f"--query-gpu={CARDS_QUERY}", "--format=csv,noheader,nounits"])
     if status is None and "not found" in out and not required:
         return [finding("cards", SKIP, "no nvidia-smi on this node (a CPU node): GPU checks skipped")]
@@ -384,7 +399,7 @@ def check_gpus(expected: int, required: bool) -> list[dict]:
     return findings
 
 
-def probe(args: argparse.Namespace) -> dict:
+def probe(args: argparse.Namespace) -> HealthReport:
     findings = check_gpus(args.expect_gpus, args.require_gpus)
     xid, cursor = check_xids(args.kernel_cursor, args.since, args.xid_log)
     findings.append(xid)

@@ -33,6 +33,44 @@ import os
 import stat
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the node's Python may be 3.8: these shapes (the JSON printed) are for the type checker only
+    from typing import NotRequired, TypedDict
+
+    class Listed(TypedDict):
+        root: str
+        path: str
+        size: int
+
+    class ListedFile(Listed):
+        mtime_ns: int
+        mode: int
+
+    class Skipped(TypedDict):
+        root: str
+        path: str
+        why: str
+
+    class Listing(TypedDict):
+        files: list[ListedFile]
+        skipped: list[Skipped]
+        over_budget: list[Listed]
+        stopped_at: str
+
+    class FileHash(TypedDict):
+        size: int
+        sha256: str
+
+    class ReadChunk(TypedDict):
+        read: int
+        size: int
+        mtime_ns: int
+
+    class Written(TypedDict):
+        written: int
+        sha256: NotRequired[str]  # the last chunk's: the whole copy's hash
+
 
 HOME = "home"
 PARTIAL = ".b200-move-partial-"
@@ -45,7 +83,7 @@ class Failed(Exception):
     pass
 
 
-def account_entry(account: str, prefix: str) -> tuple:
+def account_entry(account: str, prefix: str) -> tuple[int, int, str]:
     """(uid, gid, home path on this machine) from the account database (under the prefix in the sandbox)."""
     with open(os.path.join(prefix or "/", "etc/passwd"), encoding="utf-8", errors="replace") as handle:
         for line in handle:
@@ -67,7 +105,7 @@ def root_open(root: str, home: str) -> int:
         raise Failed(f"{path}: {exc.strerror}") from None
 
 
-def components(path: str) -> list:
+def components(path: str) -> list[str]:
     parts = path.split("/")
     if not path or any(part in ("", ".", "..") or "\0" in part for part in parts):
         raise Failed(f"{path!r} is not a relative path of plain names")
@@ -80,14 +118,14 @@ class Walk:
     def __init__(self, uid: int, max_bytes: int, max_seconds: float) -> None:
         self.uid, self.max_bytes = uid, max_bytes
         self.deadline = time.monotonic() + max_seconds
-        self.files: list = []
-        self.skipped: list = []
-        self.over_budget: list = []
+        self.files: list[ListedFile] = []
+        self.skipped: list[Skipped] = []
+        self.over_budget: list[Listed] = []
         self.listed_bytes = 0
         self.stopped_at = ""
 
     def add(self, root: str, relative: str, info: os.stat_result) -> None:
-        item = {"root": root, "path": relative, "size": info.st_size}
+        item: Listed = {"root": root, "path": relative, "size": info.st_size}
         if self.listed_bytes + info.st_size > self.max_bytes:
             self.over_budget.append(item)  # a sparse file counts what a copy would carry: its whole size
             return
@@ -100,7 +138,9 @@ class Walk:
         return bool(self.stopped_at)
 
 
-def listing(account: str, roots: list, prefix: str, max_bytes: int = 1 << 62, max_seconds: float = 3600) -> dict:
+def listing(
+    account: str, roots: list[str], prefix: str, max_bytes: int = 1 << 62, max_seconds: float = 3600
+) -> Listing:
     uid, _, home = account_entry(account, prefix)
     walk = Walk(uid, max_bytes, max_seconds)
     for root in roots:
@@ -113,8 +153,12 @@ def listing(account: str, roots: list, prefix: str, max_bytes: int = 1 << 62, ma
             _walk(fd, root, "", walk, os.fstat(fd).st_dev)
         finally:
             os.close(fd)
-    found = {"files": walk.files, "skipped": walk.skipped, "over_budget": walk.over_budget}
-    return {**found, "stopped_at": walk.stopped_at}
+    return {
+        "files": walk.files,
+        "skipped": walk.skipped,
+        "over_budget": walk.over_budget,
+        "stopped_at": walk.stopped_at,
+    }
 
 
 def _walk(fd: int, root: str, base: str, walk: Walk, device: int) -> None:
@@ -162,7 +206,7 @@ def _walk(fd: int, root: str, base: str, walk: Walk, device: int) -> None:
             walk.add(root, relative, info)
 
 
-def _file_open(account: str, root: str, path: str, prefix: str) -> tuple:
+def _file_open(account: str, root: str, path: str, prefix: str) -> tuple[int, os.stat_result]:
     """(descriptor, stat) of the account's regular file at root/path, every folder on the way opened without
     following a link."""
     uid, gid, home = account_entry(account, prefix)
@@ -185,7 +229,7 @@ def _file_open(account: str, root: str, path: str, prefix: str) -> tuple:
     return fd, info
 
 
-def file_hash(account: str, root: str, path: str, prefix: str) -> dict:
+def file_hash(account: str, root: str, path: str, prefix: str) -> FileHash:
     fd, _ = _file_open(account, root, path, prefix)
     try:
         digest, size = hashlib.sha256(), 0
@@ -197,7 +241,7 @@ def file_hash(account: str, root: str, path: str, prefix: str) -> dict:
         os.close(fd)
 
 
-def _parent_open(root_fd: int, parts: list, uid: int, gid: int, create: bool) -> int:
+def _parent_open(root_fd: int, parts: list[str], uid: int, gid: int, create: bool) -> int:
     """The descriptor of the folder that holds the last component, each folder opened without following links;
     missing folders made for the account when `create`. A folder on the way owned by someone else is refused."""
     fd = os.dup(root_fd)
@@ -222,7 +266,7 @@ def _parent_open(root_fd: int, parts: list, uid: int, gid: int, create: bool) ->
     return fd
 
 
-def read_chunk(account: str, root: str, path: str, offset: int, length: int, out: str, prefix: str) -> dict:
+def read_chunk(account: str, root: str, path: str, offset: int, length: int, out: str, prefix: str) -> ReadChunk:
     fd, info = _file_open(account, root, path, prefix)
     try:
         os.lseek(fd, offset, os.SEEK_SET)
@@ -243,7 +287,7 @@ def read_chunk(account: str, root: str, path: str, offset: int, length: int, out
         os.close(fd)
 
 
-def write_chunk(args: argparse.Namespace) -> dict:
+def write_chunk(args: argparse.Namespace) -> Written:
     uid, gid, home = account_entry(args.account, args.users_prefix)
     parts = components(args.path)
     partial = PARTIAL + hashlib.sha256(args.path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
@@ -277,7 +321,7 @@ def write_chunk(args: argparse.Namespace) -> dict:
         os.close(parent)
 
 
-def _finish(fd: int, parent: int, partial: str, name: str, args: argparse.Namespace, uid: int, gid: int) -> dict:
+def _finish(fd: int, parent: int, partial: str, name: str, args: argparse.Namespace, uid: int, gid: int) -> Written:
     os.fsync(fd)
     os.lseek(fd, 0, os.SEEK_SET)
     digest, size = hashlib.sha256(), 0
@@ -300,7 +344,7 @@ def _finish(fd: int, parent: int, partial: str, name: str, args: argparse.Namesp
     return {"written": size, "sha256": digest.hexdigest()}
 
 
-def main(argv: list) -> int:
+def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="move_files.py", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("list", "read", "write", "hash"):
@@ -324,6 +368,7 @@ def main(argv: list) -> int:
             command.add_argument("--sha256", default="")
             command.add_argument("--mode", type=lambda text: int(text, 8), default=0o600)
     args = parser.parse_args(argv)
+    result: Listing | FileHash | ReadChunk | Written
     try:
         if args.command == "list":
             result = listing(args.account, args.root, args.users_prefix, args.max_bytes, args.max_seconds)

@@ -24,7 +24,17 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the node's Python may be 3.8: this shape is for the type checker only
+    from typing import TypedDict
+
+    class XidEvent(TypedDict):
+        index: int
+        uuid: str
+        xid: int
+
 
 XID_LOG = "/var/lib/b200-health/xid.jsonl"
 ROTATE_BYTES = 4 << 20
@@ -47,7 +57,7 @@ class nvmlEventData_t(ctypes.Structure):
     ]
 
 
-def nvml_events(library: str = "libnvidia-ml.so.1") -> Iterator[dict]:
+def nvml_events(library: str = "libnvidia-ml.so.1") -> Iterator[XidEvent]:
     """Every card's critical XID events as NVML delivers them: {"index", "uuid", "xid"} (blocks between them)."""
     try:
         nvml = ctypes.CDLL(library)
@@ -94,7 +104,7 @@ def log_open(path: str) -> int:
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
 
 
-def watch(events: Iterator[dict], path: str, clock=time.time) -> int:  # noqa: ANN001 - a clock
+def watch(events: Iterator[XidEvent], path: str, clock: Callable[[], float] = time.time) -> int:
     """Append each event to the log (rotated past ROTATE_BYTES); returns how many were written."""
     written = 0
     fd = log_open(path)

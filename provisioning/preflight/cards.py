@@ -17,7 +17,7 @@ SXM parts' (NVLink 3: 12, NVLink 4 and 5: 18).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 COMPUTE_FLOOR = 0.75  # DCGM: floors are 0.75 x a measured value
 BANDWIDTH_FLOOR = 0.9  # nccl-tests: NCCL_TESTS_MIN_BW fails below 0.9 x the given value
@@ -40,12 +40,25 @@ class Card:
     source: str = ""
 
 
-HOPPER_SXM = dict(sm="sm_90", excludes=("PCIE", "NVL"), min_cuda="11.8", nvlink_links=18)
-HOPPER_FIGURES = dict(
-    busbw_gbps=365.0,
-    bf16_tflops=790.0,
-    source="docs/PREFLIGHT.md: bf16 matmul about 790 TFLOP/s, ring busbw about 365-370 GB/s (H100/H200)",
-)
+class HopperSxm(TypedDict):
+    sm: str
+    excludes: tuple[str, ...]
+    min_cuda: str
+    nvlink_links: int
+
+
+class HopperFigures(TypedDict):
+    busbw_gbps: float
+    bf16_tflops: float
+    source: str
+
+
+HOPPER_SXM: HopperSxm = {"sm": "sm_90", "excludes": ("PCIE", "NVL"), "min_cuda": "11.8", "nvlink_links": 18}
+HOPPER_FIGURES: HopperFigures = {
+    "busbw_gbps": 365.0,
+    "bf16_tflops": 790.0,
+    "source": "docs/PREFLIGHT.md: bf16 matmul about 790 TFLOP/s, ring busbw about 365-370 GB/s (H100/H200)",
+}
 
 CARDS = (
     Card(

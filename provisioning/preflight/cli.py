@@ -260,7 +260,7 @@ def gate(results: dict[str, Result], settings: Settings, name: str, check: Any) 
         results[name] = Result(name, FAIL, f"{name} failed: {type(exc).__name__}: {exc}")
 
 
-def idle_snapshot(device: str, settings: Settings, phase: str) -> tuple[str, str, dict] | None:
+def idle_snapshot(device: str, settings: Settings, phase: str) -> tuple[str, str, dict[str, Any]] | None:
     """nvidia-smi's view of the cards' memory and processes; None when the profile leaves idle_cards out."""
     if not settings.runs("idle_cards"):
         return None

@@ -6,23 +6,32 @@ work only (one training step, the checkpoint save and load), never around timed 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 NAMESPACES = {"c10d", "_c10d_functional", "c10d_functional"}
 
 
-class CollectiveLedger(TorchDispatchMode):
+# torch leaves TorchDispatchMode.__init_subclass__ and __init__ unannotated.
+class CollectiveLedger(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Counts c10d ops and the size of the largest buffer each one touched (nccl-tests' "size")."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.ops: dict[str, dict[str, int]] = {}
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self,
+        func: OpOverload,
+        types: Sequence[type],
+        args: Sequence[object] = (),
+        kwargs: Mapping[str, object] | None = None,
+    ) -> object:
         kwargs = kwargs or {}
         if func.namespace in NAMESPACES:
             leaves, _ = tree_flatten((args, kwargs))

@@ -78,7 +78,8 @@ def from_child(timeout_s: float) -> dict[str, Any]:
     lines = completed.stdout.strip().splitlines()
     if completed.returncode == 0 and lines:
         with contextlib.suppress(json.JSONDecodeError):
-            return json.loads(lines[-1])
+            facts: dict[str, Any] = json.loads(lines[-1])  # the child prints one JSON object, its last line
+            return facts
     said = (completed.stderr.strip().splitlines() or ["no message"])[-1]
     raise FactsError(
         f"asking torch for its versions and cards failed ({said}): check the PyTorch install"

@@ -16,7 +16,10 @@ import shutil
 import subprocess
 from typing import Any
 
-from provisioning.preflight.report import FAIL, PASS, SKIP, WARN, Result, worst
+# FAIL and SKIP are re-exported: the shop's node checks (provisioning.node_checks) read them from here.
+from provisioning.preflight.report import FAIL as FAIL
+from provisioning.preflight.report import PASS, WARN, Result, worst
+from provisioning.preflight.report import SKIP as SKIP
 
 NVIDIA_SMI = "nvidia-smi"
 DCGMI = "dcgmi"
@@ -33,7 +36,7 @@ class ToolTimeout(ToolError):
     pass
 
 
-def run_tool(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+def run_tool(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run a tool under a timeout, whatever its exit status; ToolError when it cannot start or does not answer."""
     command = " ".join(argv)
     try:
@@ -50,7 +53,7 @@ def run_tool(argv: list[str], timeout: float = 60) -> subprocess.CompletedProces
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
-def own_message(completed: subprocess.CompletedProcess) -> str:
+def own_message(completed: subprocess.CompletedProcess[str]) -> str:
     """What the tool said: nvidia-smi and dcgmi print their errors on stdout, most tools on stderr."""
     lines = [line.strip() for line in f"{completed.stdout}\n{completed.stderr}".splitlines() if line.strip()]
     return " ".join(lines)[:MESSAGE_CHARS] or "no message"
@@ -390,7 +393,9 @@ MEMORY_QUERY = "index,uuid,memory.used"
 APPS_QUERY = "gpu_uuid,pid,process_name,used_memory"
 
 
-def evaluate_idle(memory_csv: str, apps_csv: str, thresholds: dict[str, Any], phase: str) -> tuple[str, str, dict]:
+def evaluate_idle(
+    memory_csv: str, apps_csv: str, thresholds: dict[str, Any], phase: str
+) -> tuple[str, str, dict[str, Any]]:
     limit = thresholds.get("idle_max_mib")
     memory_rows, malformed = csv_table(memory_csv, MEMORY_QUERY)
     app_rows, malformed_apps = csv_table(apps_csv, APPS_QUERY)
@@ -416,7 +421,7 @@ def evaluate_idle(memory_csv: str, apps_csv: str, thresholds: dict[str, Any], ph
     return PASS, f"{phase}: {len(cards)} cards idle (<= {limit} MiB, no process)", metrics
 
 
-def idle_snapshot(device: str, thresholds: dict[str, Any], phase: str) -> tuple[str, str, dict]:
+def idle_snapshot(device: str, thresholds: dict[str, Any], phase: str) -> tuple[str, str, dict[str, Any]]:
     skipped = missing("idle_cards", device, NVIDIA_SMI)
     if skipped:
         return skipped.status, skipped.detail, {}
@@ -428,7 +433,7 @@ def idle_snapshot(device: str, thresholds: dict[str, Any], phase: str) -> tuple[
     return evaluate_idle(used, apps, thresholds, phase)
 
 
-def idle_cards(before: tuple[str, str, dict], after: tuple[str, str, dict]) -> Result:
+def idle_cards(before: tuple[str, str, dict[str, Any]], after: tuple[str, str, dict[str, Any]]) -> Result:
     status = worst([before[0], after[0]])
     if status == SKIP:
         return Result("idle_cards", SKIP, before[1], {})

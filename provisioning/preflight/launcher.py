@@ -19,8 +19,10 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from provisioning.preflight import worker
+from provisioning.preflight.profile import Settings
 from provisioning.preflight.report import (
     FAIL,
     SKIP,
@@ -38,7 +40,17 @@ EXIT_GRACE_S = 30.0  # how long ranks that finished every check may take to exit
 ERROR_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::\s|$)")
 
 
-def launch(spec_fields: dict, *, world_size: int, run_dir: Path, timeout_s: float) -> dict[str, Result]:
+class SpecFields(TypedDict):
+    """The WorkerSpec fields the caller chooses; launch adds the world size, run directory and store port."""
+
+    device: str
+    settings: Settings
+    timeout_s: float
+    expect_arch: str | None
+    injections: dict[str, int]
+
+
+def launch(spec_fields: SpecFields, *, world_size: int, run_dir: Path, timeout_s: float) -> dict[str, Result]:
     import torch.distributed as dist
     import torch.multiprocessing as mp
 
@@ -46,10 +58,12 @@ def launch(spec_fields: dict, *, world_size: int, run_dir: Path, timeout_s: floa
         "127.0.0.1", 0, None, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=timeout_s)
     )
     spec = worker.WorkerSpec(world_size=world_size, run_dir=str(run_dir), store_port=store.port, **spec_fields)
-    context = mp.start_processes(worker.main, args=(spec,), nprocs=world_size, join=False, start_method="spawn")
+    context = mp.start_processes(  # type: ignore[no-untyped-call]  # torch leaves start_processes unannotated
+        worker.main, args=(spec,), nprocs=world_size, join=False, start_method="spawn"
+    )
     deadline = time.monotonic() + timeout_s
     exit_by = None  # set once every rank recorded its results
-    problem = None
+    problem: tuple[str, int | None, str] | None = None
     try:
         while not context.join(timeout=1.0, grace_period=5):
             now = time.monotonic()

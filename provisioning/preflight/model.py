@@ -8,6 +8,7 @@ cards that support it (FSDP2's MixedPrecisionPolicy, or autocast when replicated
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -33,7 +34,8 @@ class Block(nn.Module):
         self.down = nn.Linear(hidden, dim)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return h + self.down(F.gelu(self.up(self.norm(h))))
+        update: torch.Tensor = self.down(F.gelu(self.up(self.norm(h))))
+        return h + update
 
 
 class PreflightModel(nn.Module):
@@ -52,7 +54,8 @@ class PreflightModel(nn.Module):
             if index == self.oom_at_block:  # after the earlier blocks' all-gathers: the other ranks are in the next
                 raise torch.OutOfMemoryError(INJECTED_OOM)
             h = block(h)
-        return self.head(self.norm(h))
+        logits: torch.Tensor = self.head(self.norm(h))
+        return logits
 
 
 def local(tensor: torch.Tensor) -> torch.Tensor:
@@ -115,6 +118,7 @@ def build(ctx: RankContext) -> dict[str, Any]:
     total = sum(parameter.numel() for parameter in model.parameters())
     if ctx.injected("oom-in-forward"):
         model.oom_at_block = len(model.blocks) - 1
+    wrapped: nn.Module = model  # FSDP2 shards the model in place; DDP wraps it
     if ctx.settings.shard:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -130,13 +134,13 @@ def build(ctx: RankContext) -> dict[str, Any]:
     else:
         from torch.nn.parallel import DistributedDataParallel
 
-        model = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.is_cuda else None)
+        wrapped = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.is_cuda else None)
         strategy = "replicated: DistributedDataParallel, gradients all-reduced"
-    ctx.model = model
-    ctx.optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+    ctx.model = wrapped
+    ctx.optimizer = torch.optim.AdamW(wrapped.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
     ctx.batch = make_batch(ctx)
-    local_parameters = sum(local(parameter).numel() for parameter in model.parameters())
-    local_bytes = sum(local(parameter).numel() * parameter.element_size() for parameter in model.parameters())
+    local_parameters = sum(local(parameter).numel() for parameter in wrapped.parameters())
+    local_bytes = sum(local(parameter).numel() * parameter.element_size() for parameter in wrapped.parameters())
     return {
         "strategy": strategy,
         "sharded": ctx.settings.shard,
@@ -146,7 +150,7 @@ def build(ctx: RankContext) -> dict[str, Any]:
         "parameters_total": total,
         "parameters_local": local_parameters,
         "parameter_bytes_local": local_bytes,
-        "parameter_tensors": sum(1 for _ in model.parameters()),
+        "parameter_tensors": sum(1 for _ in wrapped.parameters()),
         "precision": ctx.precision,
         "config": dict(config),
         "batch_per_rank": ctx.batch_size,
@@ -185,24 +189,27 @@ def make_batch(ctx: RankContext) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens[:, :-1].contiguous().to(ctx.device), tokens[:, 1:].contiguous().to(ctx.device)
 
 
-def precision_context(ctx: RankContext) -> contextlib.AbstractContextManager:
+def precision_context(ctx: RankContext) -> contextlib.AbstractContextManager[object]:
     """Autocast for the replicated model on bf16 cards; FSDP2 casts through its MixedPrecisionPolicy."""
     if ctx.dtype == torch.bfloat16 and not ctx.settings.shard:
         return torch.autocast(ctx.device_type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
-def loss_of(ctx: RankContext, model: nn.Module) -> torch.Tensor:
+def loss_of(ctx: RankContext, model: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """The loss of the fixed batch under `model`: the module itself, or what torch.compile made of it."""
+    if ctx.batch is None:  # build sets it
+        raise TypeError("no batch: model.build did not run")
     tokens, targets = ctx.batch
     with precision_context(ctx):
         logits = model(tokens)
     return F.cross_entropy(logits.float(), targets.reshape(-1))
 
 
-def train_step(ctx: RankContext, model: nn.Module) -> torch.Tensor:
+def train_step(ctx: RankContext, model: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """One full step: forward, backward, optimizer step. Returns the loss (not synchronised)."""
     loss = loss_of(ctx, model)
-    loss.backward()
+    loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
     ctx.optimizer.step()
     ctx.optimizer.zero_grad(set_to_none=True)
     return loss.detach()

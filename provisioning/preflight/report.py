@@ -151,7 +151,7 @@ def build_report(
     for name in ALL_CHECKS:
         result = results.get(name) or Result(name, SKIP, "not run")
         checks.append(result.as_dict())
-    report = {
+    report: dict[str, Any] = {
         "ok": not any(check["status"] == FAIL for check in checks),
         "order_reference": order_reference,
         "device": device,

@@ -1,4 +1,4 @@
-"""The console's buttons share one body (provisioning.views.operator_button): only an operator's POST acts, a
+"""The console's buttons share one body (shop.ops_views.operator_button): only an operator's POST acts, a
 refusal comes back as an error in its own words, and every answer leads back to the console."""
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def merge(ctx: RankContext, results: list[Result]) -> Result:
         cost = f"{size / 2**20:.1f} MiB on one rank: no bandwidth measured (nothing crosses between cards)"
     else:
         cost = f"{size / 2**20:.1f} MiB in {slowest * 1e3:.2f} ms: algbw {algbw:.2f} GB/s, busbw {busbw:.2f} GB/s"
-    if applies and busbw < floor:
+    if applies and busbw is not None and floor is not None and busbw < floor:
         return Result(
             "allreduce",
             FAIL,

@@ -152,8 +152,11 @@ def restore(ctx: RankContext) -> Result:
     dist.barrier()  # every rank reads after the (test-only) corruption, never during it
     perturb(ctx)
     current = flatten(state(ctx))
+    snapshot = ctx.snapshot
+    if snapshot is None:  # checkpoint_write saved nothing to compare with
+        raise AttributeError("no snapshot to compare with: checkpoint_write did not save one")
     metrics["perturbed"] = sum(
-        1 for key, saved in ctx.snapshot.items() if key in current and not bitwise_equal(saved, local(current[key]))
+        1 for key, saved in snapshot.items() if key in current and not bitwise_equal(saved, local(current[key]))
     )
     ledger = CollectiveLedger()
     started = time.perf_counter()
@@ -178,11 +181,9 @@ def restore(ctx: RankContext) -> Result:
     metrics["collectives"] = ledger.as_dict()
     restored = flatten(state(ctx))
     mismatched = [
-        key
-        for key, saved in ctx.snapshot.items()
-        if key not in restored or not bitwise_equal(saved, local(restored[key]))
+        key for key, saved in snapshot.items() if key not in restored or not bitwise_equal(saved, local(restored[key]))
     ]
-    mismatched += [key for key in restored if key not in ctx.snapshot]
+    mismatched += [key for key in restored if key not in snapshot]
     metrics["mismatches"] = len(mismatched)
     metrics["mismatched"] = mismatched[:10]
     chunks = {key: chunk_offset(restored[key]) for key in mismatched if key in restored}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ COMPILER_FIX = (
 )
 
 
-def timed_step(ctx: RankContext, model: torch.nn.Module) -> tuple[float, float]:
+def timed_step(ctx: RankContext, model: Callable[[torch.Tensor], torch.Tensor]) -> tuple[float, float]:
     started = time.perf_counter()
     loss = model_module.train_step(ctx, model)
     value = loss.item()  # waits for the step's kernels

@@ -66,8 +66,11 @@ def forward(ctx: RankContext) -> Result:
 def backward(ctx: RankContext) -> Result:
     ledger = CollectiveLedger()
     started = time.perf_counter()
+    loss = ctx.loss
+    if loss is None:  # the forward check did not finish
+        raise AttributeError("no loss to differentiate: the forward check did not compute one")
     with ledger:
-        ctx.loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
     parameters = list(ctx.model.named_parameters())
     missing = [name for name, parameter in parameters if parameter.grad is None]
     grads = [local(parameter.grad) for _, parameter in parameters if parameter.grad is not None]

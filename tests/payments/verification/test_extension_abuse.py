@@ -18,10 +18,10 @@ from django.utils import timezone
 from core.jobs.models import Job
 from orders.extensions import extensions_expire_overdue
 from orders.models import Extension, Order
-from payments.models import Credit, Notice, PaymentRequest
+from payments.models import Credit, CreditKind, Notice, PaymentRequest
 from payments.notices import NOTICE_VERIFY
 from payments.review import Decision, payment_review_decide
-from provisioning.access import grants_due
+from provisioning.access import CREDIT_MATCH, grants_due
 from provisioning.models import AccessGrant
 from tests.payments.test_capacity_race import run_together
 from tests.payments.verification.helpers import (
@@ -308,3 +308,8 @@ def test_the_end_waits_for_money_seen_in_time_no_longer_than_the_grace(chain, cu
     assert grants_due(ends_at + dt.timedelta(minutes=61)).filter(pk=grant.pk).exists()
     Credit.objects.filter(payment__extension_id=first["id"]).update(amount_base_units=1)
     assert grants_due(timezone.now()).filter(pk=grant.pk).exists()
+
+
+def test_access_reads_the_credit_kind_payments_writes_for_money_in_the_asset_asked_for():
+    # provisioning imports no payments module, so it names the kind by its value: the two must stay equal
+    assert CREDIT_MATCH == CreditKind.MATCH

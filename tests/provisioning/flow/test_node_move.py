@@ -24,7 +24,6 @@ from orders.models import OrderStatus
 from provisioning import move_copy as move_copy_module
 from provisioning import node_tools
 from provisioning.access import KEY_BACKSTOP, access_grant_on_node, account_name
-from provisioning.attention import needs_attention
 from provisioning.bundle import node_bundle
 from provisioning.drivers import driver_for
 from provisioning.drivers.ssh import SSHDriver
@@ -33,6 +32,7 @@ from provisioning.models import AccessGrant, Manifest, MoveStatus, NodeMove, Nod
 from provisioning.move_copy import move_copy
 from provisioning.node_tools.access import account_expiry_day
 from provisioning.states import node_state_set
+from shop.ops_attention import needs_attention
 from tests.provisioning.flow.node_faults import prepare
 from tests.sshd import SCRATCH, uid_floor
 

@@ -16,10 +16,10 @@ from core.jobs.models import Job
 from provisioning import move_copy as move_copy_module
 from provisioning import node_tools
 from provisioning.access import account_name
-from provisioning.attention import needs_attention
 from provisioning.drivers import driver_for
 from provisioning.models import AccessGrant, MoveStatus, NodeMove, NodeState
 from provisioning.move_copy import move_copy
+from shop.ops_attention import needs_attention
 from tests.provisioning.flow.test_data_grace import ssh_command
 from tests.provisioning.flow.test_fault_preflight_timeout import alive
 from tests.provisioning.flow.test_node_move import (

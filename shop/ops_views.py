@@ -1,5 +1,5 @@
 """The operator console, /ops/: what needs attention, paid orders waiting, preparations running, failures with
-their reports."""
+their reports. It sits in the shop, above provisioning and payments, because it shows and acts on both."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from orders.models import Order, OrderStatus
 from payments.amount_text import movement_units_text, with_asset
 from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
-from provisioning.attention import KINDS, attention_for
 from provisioning.auto_prepare import preparation_stop, started_automatically
 from provisioning.downtime import DecisionRefused, downtime_hold_decide, downtime_holds_waiting
 from provisioning.models import DowntimeHold, Node, NodeMove, NodeState, PreparationRun, RunStatus
@@ -36,6 +35,7 @@ from provisioning.moves import (
 from provisioning.node_checks import RECHECKABLE, RecheckRefused, checks_latest, recheck_start
 from provisioning.prepare import PreparationError, preparation_start, preparation_stuck
 from provisioning.rented_node_health import WATCHED, latest_health
+from shop.ops_attention import KINDS, attention_for
 
 OPERATOR = "provisioning.prepare_order"
 
@@ -62,11 +62,17 @@ def console(request: HttpRequest) -> HttpResponse:
     health = latest_health(
         node.pk for node in nodes
     )  # rented nodes' latest health probe (provisioning/rented_node_health.py)
+    checking = False  # a recheck or probe still running on some node
     for node in nodes:  # each row shows its latest recheck or probe, and a recheck button when it is out of sale
-        node.latest_check = latest.get(node.pk)
-        node.latest_health = health.get(node.pk) if node.state in WATCHED else None  # type: ignore[attr-defined]
-        node.recheckable = node.state in RECHECKABLE
-        node.latest_check_running = node.latest_check is not None and node.latest_check.finished_at is None
+        check = latest.get(node.pk)
+        running = check is not None and check.finished_at is None
+        checking = checking or running
+        vars(node).update(  # what the row reads besides the node's own fields (templates/provisioning/console.html)
+            latest_check=check,
+            latest_health=health.get(node.pk) if node.state in WATCHED else None,
+            recheckable=node.state in RECHECKABLE,
+            latest_check_running=running,
+        )
     moves = moves_open()
     mine = attention_for(request.user)
     unacknowledged = UnexpectedOutflow.objects.filter(acknowledged_at__isnull=True)
@@ -79,7 +85,7 @@ def console(request: HttpRequest) -> HttpResponse:
         "provisioning/console.html",
         {
             # What waits on this person's role, oldest first, with where it is handled; what waits on other roles
-            # is counted, with who acts on it (provisioning/attention.py).
+            # is counted, with who acts on it (shop/ops_attention.py).
             "attention": [(KINDS[item.kind], item) for item in mine.mine],
             "attention_others": sorted(mine.others.items()),
             "waiting": waiting,
@@ -100,7 +106,7 @@ def console(request: HttpRequest) -> HttpResponse:
             "outflows": outflows,
             # How often static/js/ops-console.js looks for a change (it never reloads the page by itself): often
             # while something runs, and still now and then otherwise (a paid order, a node failing).
-            "poll_seconds": 5 if preparing or moves or any(node.latest_check_running for node in nodes) else 30,
+            "poll_seconds": 5 if preparing or moves or checking else 30,
         },
     )
 

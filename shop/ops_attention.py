@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from django.db.models import DateTimeField, F, OuterRef, Prefetch, Subquery
+from django.db.models import DateTimeField, F, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.translation import npgettext, pgettext, pgettext_lazy
@@ -31,6 +32,9 @@ from payments.review import payment_evidence
 from provisioning.downtime import downtime_holds_waiting
 from provisioning.models import Node, NodeEvent, NodeState
 from provisioning.moves import moves_keeping_files, moves_waiting
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractUser, AnonymousUser
 
 S = OrderStatus
 
@@ -89,13 +93,14 @@ QUEUE = {
 }
 
 
-def _entered(events, status_field: str, to: str) -> Subquery:
+def _entered(events: QuerySet[Any], status_field: str, to: str) -> Subquery:
     """When the row last moved to `to` (its newest such event)."""
     latest = events.filter(**{status_field: to}).order_by("-created_at").values("created_at")[:1]
     return Subquery(latest, output_field=DateTimeField())
 
 
-def _with_evidence():  # noqa: ANN202 - a Prefetch of payments with their credits on the chain
+def _with_evidence() -> QuerySet[PaymentRequest]:
+    """Payments with their credits on the chain (as `shown`), for a Prefetch."""
     credits = Credit.objects.on_chain().select_related("network", "asset")
     return PaymentRequest.objects.select_related("asset").prefetch_related(
         Prefetch("credits", queryset=credits, to_attr="shown")
@@ -201,7 +206,7 @@ def _moves_stuck(console: str) -> list[Attention]:
 
 def _moves_keeping_files(console: str) -> list[Attention]:
     """A move that left files on the old node: kept there until a person releases them (provisioning.moves)."""
-    items = []
+    items: list[Attention] = []
     for move in moves_keeping_files():
         report = move.copy_report or {}
         if report.get("reachable", True):
@@ -238,7 +243,7 @@ class Waiting:
     others: dict[str, int] = field(default_factory=dict)  # role that acts (its name to read) -> how many wait on it
 
 
-def attention_for(user, items: list[Attention] | None = None) -> Waiting:  # noqa: ANN001 - a user
+def attention_for(user: AbstractUser | AnonymousUser, items: list[Attention] | None = None) -> Waiting:
     """The items `user` can act on (their role's permissions), oldest first; the rest only counted."""
     items = needs_attention() if items is None else items
     waiting = Waiting(mine=[])
@@ -264,7 +269,7 @@ class QueueGroup:
         return len(self.items)
 
 
-def queue_for(user) -> list[QueueGroup]:  # noqa: ANN001 - a user
+def queue_for(user: AbstractUser | AnonymousUser) -> list[QueueGroup]:
     """The admin start page's queue: one group per kind the user acts on, in the order of QUEUE, each with
     its count and its items oldest first (a role's groups are there with 0 too: nothing waits)."""
     mine = attention_for(user).mine

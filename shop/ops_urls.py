@@ -1,8 +1,10 @@
+"""The operator console's URLs, /ops/ (shop/ops_views.py); their namespace stays "provisioning"."""
+
 from __future__ import annotations
 
 from django.urls import path
 
-from provisioning import views
+from shop import ops_views as views
 
 app_name = "provisioning"
 
