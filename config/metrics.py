@@ -21,12 +21,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from core.tallies.reading import tallied
+from fleet.models import Node, NodeState
 from orders.capacity import lots_available
 from orders.models import Order, OrderEvent, OrderStatus, OutgoingEmail
 from payments.models import Network, PaymentRequest, ProviderUsage, Refund, ScanCursor
 from payments.rpc_config import rpc_urls
 from provisioning.auto_prepare import AUTO_ACTOR
-from provisioning.models import Node, NodeState, PreparationRun, RunStatus
+from provisioning.models import PreparationRun, RunStatus
 from provisioning.rented_node_health import probe_ages
 
 # A payment is open while its order waits for the money.

@@ -1,6 +1,6 @@
 """The error answers of the API, in one place: how the OpenAPI schema documents them, so that clients (and the
-fuzz suite) can rely on their shape (a `detail` sentence, or one list of messages per bad field), and how a view
-makes them from the exceptions its services raise (`ApiView`).
+fuzz suite) can rely on their shape (a `detail` sentence, or one list of messages per bad field; always a `code`
+and a `request_id`), and how a view makes them from the exceptions its services raise (`ApiView`).
 """
 
 from __future__ import annotations
@@ -11,19 +11,29 @@ from typing import ClassVar, TypeAlias
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import APIView
+from rest_framework.views import APIView, exception_handler
 
-from core.input_errors import OrderInputError
+from core.input_errors import CodedRefusal, OrderInputError
+from core.request_id import code_of_status
 
+# Every error body carries a stable `code` ("invalid", "not_found", "price_changed"...: the one a script branches
+# on) and the request's `request_id` (also its X-Request-ID header; core/request_id.py).
+_MARKS = {
+    "code": {"type": "string", "minLength": 1},
+    "request_id": {"type": "string", "minLength": 1},
+}
 DETAIL_SCHEMA = {
     "type": "object",
-    "properties": {"detail": {"type": "string", "minLength": 1}},
-    "required": ["detail"],
+    "properties": {"detail": {"type": "string", "minLength": 1}, **_MARKS},
+    "required": ["detail", "code", "request_id"],
 }
-# DRF's validation errors: {"field": ["message", ...], ...}; a body that is not JSON at all gets a `detail`.
+# DRF's validation errors: {"field": ["message", ...], ...} besides the two marks; a body that is not JSON at
+# all gets a `detail`.
 FIELD_ERRORS_SCHEMA = {
     "type": "object",
-    "minProperties": 1,
+    "properties": _MARKS,
+    "required": ["code", "request_id"],
+    "minProperties": 3,
     "additionalProperties": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
 }
 
@@ -69,10 +79,28 @@ def documented(own: Mapping[ResponseKey, object], *standard: Mapping[ResponseKey
 
 
 class Refused(exceptions.APIException):
-    """A service's refusal answered 409 with its words as the `detail`."""
+    """A service's refusal answered 409 with its words as the `detail` (and `code`: "conflict" or its own)."""
 
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
+
+
+def error_code(exc: exceptions.APIException, status_code: int) -> str:
+    """The stable `code` of an error answer: "invalid" for bad fields, else DRF's own code for the exception
+    ("not_found", "parse_error", "throttled"...), else one for the status."""
+    if isinstance(exc, exceptions.ValidationError):
+        return "invalid"
+    codes = exc.get_codes()
+    return codes if isinstance(codes, str) else code_of_status(status_code)
+
+
+def api_exception_handler(exc: Exception, context: dict[str, object]) -> Response | None:
+    """REST_FRAMEWORK's EXCEPTION_HANDLER: DRF's answer, with the `code` of the exception. core/request_id.py adds
+    the `request_id` to every JSON error, and a `code` to those that come from elsewhere (a 429, a 500)."""
+    response = exception_handler(exc, context)
+    if response is not None and isinstance(response.data, dict) and isinstance(exc, exceptions.APIException):
+        response.data.setdefault("code", error_code(exc, response.status_code))
+    return response
 
 
 def answerable(
@@ -83,9 +111,12 @@ def answerable(
 ) -> Exception:
     """The DRF exception an expected failure is answered with, or `exc` itself when it is not one: bad input of one
     field (an OrderInputError, or an exception `field_errors` names a field for) is a 400 `{field: [message]}`, a
-    refusal a 409 `{"detail": ...}`. Field errors are looked at first: a field error may be a kind of refusal."""
+    refusal a 409 `{"detail": ...}` (a CodedRefusal with its `code` and facts, whatever view meets it). Field errors
+    are looked at first: a field error may be a kind of refusal."""
     if isinstance(exc, OrderInputError):
         return exceptions.ValidationError({exc.field: [exc.message]})
+    if isinstance(exc, CodedRefusal):
+        return Refused({"detail": str(exc), "code": exc.code, **exc.facts})
     for kind, field in (field_errors or {}).items():
         if isinstance(exc, kind):
             return exceptions.ValidationError({field: [str(exc)]})

@@ -1,4 +1,4 @@
-"""What a log line is about: the order, network, node and Celery task, kept in context variables.
+"""What a log line is about: the order, network, node, Celery task and request, kept in context variables.
 
 Set with `log_context(order=..., network=..., node=...)` around the work (the scan per network, the settlement
 per order, the preparation per order and node); the Celery task's name by config/celery.py's signals. The
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator
 from contextvars import ContextVar, Token
 
-FIELDS = ("order", "network", "node", "task")
+FIELDS = ("order", "network", "node", "task", "request_id")
 _context: ContextVar[dict[str, str]] = ContextVar("log_context", default={})  # noqa: B039 (never mutated)
 
 

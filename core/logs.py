@@ -2,14 +2,16 @@
 Celery task the line is about where the code knows them.
 
 `LOG_FORMAT=json` writes one JSON object per line (python-json-logger's JsonFormatter): `time` (UTC, ISO 8601),
-`level`, `logger`, `message`, then `order`, `network`, `node`, `task` when known (and an `exc_info` traceback).
+`level`, `logger`, `message`, then `order`, `network`, `node`, `task`, `request_id` when known (and an `exc_info`
+traceback).
 The default human format carries the same, as text. Both pass every string through core.redaction: order
 tokens, API tokens, private keys, mnemonics and URL passwords never reach a line.
 
 Where the fields come from: a `logging.Filter` on the handler (core/log_context.py) reads the context
 variables `log_context` sets
 (the scan per network, the settlement per order, the preparation per order and node; Celery's task name by
-the task_prerun/task_postrun signals, connected in config/celery.py). A call's own `extra={"order": ...}` wins.
+the task_prerun/task_postrun signals, connected in config/celery.py; the request's id by core/request_id.py).
+A call's own `extra={"order": ...}` wins.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ ROLES = {
     "reviewer": (
         "Payment reviewers",
         [
-            "shop.view_order",
-            "shop.view_orderevent",
-            "shop.view_reservation",
-            "shop.manage_personal_data",
+            "orders.view_order",
+            "orders.view_orderevent",
+            "orders.view_reservation",
+            "orders.manage_personal_data",
             "payments.view_paymentrequest",
             "payments.review_payment",
             "payments.view_credit",
@@ -28,7 +28,7 @@ ROLES = {
     "treasurer": (
         "Treasurers",
         [
-            "shop.view_order",
+            "orders.view_order",
             "payments.view_paymentrequest",
             "payments.view_credit",
             "payments.view_network",
@@ -42,20 +42,20 @@ ROLES = {
     "operator": (
         "Operators",
         [
-            "shop.view_order",
-            "shop.view_orderevent",
-            "shop.view_reservation",
-            "provisioning.view_node",
-            "provisioning.add_node",
-            "provisioning.change_node",
+            "orders.view_order",
+            "orders.view_orderevent",
+            "orders.view_reservation",
+            "fleet.view_node",
+            "fleet.add_node",
+            "fleet.change_node",
             "provisioning.prepare_order",
             "provisioning.view_preparationrun",
             "provisioning.view_accessgrant",
             "provisioning.view_manifest",
             "provisioning.view_nodecheck",
             # Time given back or adjusted on a rental, with a reason (shop/admin_time.py)
-            "shop.view_rentalcredit",
-            "shop.add_rentalcredit",
+            "orders.view_rentalcredit",
+            "orders.add_rentalcredit",
         ],
     ),
 }

@@ -1,9 +1,8 @@
 """The fleet: the GPU nodes the shop sells (one node is one lot of two cards), their states and their events.
 
 Below the order domain: an order holds nodes (orders/capacity.py locks and counts them), provisioning
-prepares them and gives access. The rows keep their app label, "provisioning", where their table and
-migrations have always been; provisioning/models.py names them too. Their one writer is
-provisioning/states.py.
+prepares them and gives access. Their tables keep the names they had in provisioning, where they were
+created (each model's `db_table`; fleet/migrations/0001_initial.py). Their one writer is provisioning/states.py.
 """
 
 from __future__ import annotations
@@ -131,7 +130,7 @@ class Node(models.Model):
     class Meta:
         verbose_name = pgettext_lazy("staff", "node")
         verbose_name_plural = pgettext_lazy("staff", "nodes")
-        app_label = "provisioning"  # its table and migrations stay with provisioning: no data moves
+        db_table = "provisioning_node"
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -157,7 +156,7 @@ class NodeEvent(TransitionEvent):
     class Meta(TransitionEvent.Meta):
         verbose_name = pgettext_lazy("staff", "node event")
         verbose_name_plural = pgettext_lazy("staff", "node events")
-        app_label = "provisioning"
+        db_table = "provisioning_nodeevent"
 
     def __str__(self) -> str:
         return f"{self.node_id}: {self.get_from_state_display()} -> {self.get_to_state_display()}"

@@ -5,11 +5,11 @@ from django.utils.translation import pgettext_lazy
 
 
 class OrdersConfig(AppConfig):
-    """The order domain. Its label stays "shop", the app it was part of: its tables, migrations and permissions
-    keep their names, so no data moves."""
+    """The order domain. Its tables keep the names they had under its first label, "shop" (each model's
+    `db_table`), so no data moved when the label became the package's name (core/app_labels.py)."""
 
     name = "orders"
-    label = "shop"
+    label = "orders"
     verbose_name = pgettext_lazy("staff", "Orders")
 
     def ready(self) -> None:

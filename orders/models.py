@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.email_address import email_match_key_or_blank
 from core.transition_event import TransitionEvent
+from orders.first_payment import FirstPayment
 
 
 class LocalizedTextMixin:
@@ -35,6 +36,7 @@ class LotSpec(models.Model):
     memory_type = models.CharField(max_length=40, default="HBM3e")
 
     class Meta:
+        db_table = "shop_lotspec"
         verbose_name = pgettext_lazy("staff", "lot specification")
         verbose_name_plural = pgettext_lazy("staff", "lot specifications")
 
@@ -56,6 +58,7 @@ class Duration(LocalizedTextMixin, models.Model):
     active = models.BooleanField(default=True)
 
     class Meta:
+        db_table = "shop_duration"
         verbose_name = pgettext_lazy("staff", "duration")
         verbose_name_plural = pgettext_lazy("staff", "durations")
         ordering = ["days"]
@@ -86,6 +89,7 @@ class Preparation(LocalizedTextMixin, models.Model):
     preflight_profile = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        db_table = "shop_preparation"
         verbose_name = pgettext_lazy("staff", "preparation")
         verbose_name_plural = pgettext_lazy("staff", "preparations")
         ordering = ["position", "slug"]
@@ -191,6 +195,7 @@ class Order(models.Model):
     ends_at = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "ends at"))
 
     class Meta:
+        db_table = "shop_order"
         verbose_name = pgettext_lazy("staff", "order")
         verbose_name_plural = pgettext_lazy("staff", "orders")
         ordering = ["-created_at"]
@@ -229,7 +234,7 @@ class Order(models.Model):
     # kept, like the one-to-one accessor it replaced; a query may bring it along (joined by order_for_token, or
     # prefetched into FIRST_PAYMENTS by the admin's export).
     @property
-    def payment(self):  # noqa: ANN201 - payments.models.PaymentRequest; the rows layer imports no other app's rows
+    def payment(self) -> FirstPayment:  # a payments.models.PaymentRequest (payments.checkout.order_first_payment)
         cache = self._state.fields_cache
         if FIRST_PAYMENT not in cache:
             first = getattr(self, FIRST_PAYMENTS, None)  # fetched with Prefetch(to_attr=FIRST_PAYMENTS)
@@ -240,10 +245,11 @@ class Order(models.Model):
             if not first:
                 raise Order.PaymentMissing(f"order {self.pk} has no payment request")
             cache[FIRST_PAYMENT] = first[0]
-        return cache[FIRST_PAYMENT]
+        payment: FirstPayment = cache[FIRST_PAYMENT]  # put there above or by the setter
+        return payment
 
     @payment.setter
-    def payment(self, value) -> None:  # noqa: ANN001
+    def payment(self, value: FirstPayment) -> None:
         self._state.fields_cache[FIRST_PAYMENT] = value
 
     def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
@@ -280,6 +286,7 @@ class OrderEvent(models.Model):
     reason = models.TextField(blank=True, verbose_name=pgettext_lazy("staff", "reason"))
 
     class Meta:
+        db_table = "shop_orderevent"
         verbose_name = pgettext_lazy("staff", "order event")
         verbose_name_plural = pgettext_lazy("staff", "order events")
         ordering = ["created_at", "pk"]
@@ -302,7 +309,7 @@ class Reservation(models.Model):
         Order, on_delete=models.CASCADE, related_name="reservations", verbose_name=pgettext_lazy("staff", "order")
     )
     node = models.ForeignKey(
-        "provisioning.Node",
+        "fleet.Node",
         on_delete=models.PROTECT,
         related_name="reservations",
         verbose_name=pgettext_lazy("staff", "node"),
@@ -315,6 +322,7 @@ class Reservation(models.Model):
     objects = ReservationQuerySet.as_manager()
 
     class Meta:
+        db_table = "shop_reservation"
         verbose_name = pgettext_lazy("staff", "reservation")
         verbose_name_plural = pgettext_lazy("staff", "reservations")
         constraints = [
@@ -348,6 +356,7 @@ class OutgoingEmail(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "shop_outgoingemail"
         verbose_name = pgettext_lazy("staff", "outgoing email")
         verbose_name_plural = pgettext_lazy("staff", "outgoing emails")
         ordering = ["created_at", "pk"]
@@ -397,6 +406,7 @@ class Extension(models.Model):
     ends_at_after = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "ends at after"))
 
     class Meta:
+        db_table = "shop_extension"
         verbose_name = pgettext_lazy("staff", "extension")
         verbose_name_plural = pgettext_lazy("staff", "extensions")
         ordering = ["created_at", "pk"]
@@ -419,6 +429,7 @@ class ExtensionEvent(TransitionEvent):
     )
 
     class Meta(TransitionEvent.Meta):
+        db_table = "shop_extensionevent"
         verbose_name = pgettext_lazy("staff", "extension event")
         verbose_name_plural = pgettext_lazy("staff", "extension events")
 
@@ -450,7 +461,7 @@ class RentalCredit(models.Model):
         verbose_name=pgettext_lazy("staff", "asked seconds"),
     )
     node = models.ForeignKey(
-        "provisioning.Node",
+        "fleet.Node",
         on_delete=models.PROTECT,
         null=True,
         blank=True,
@@ -466,6 +477,7 @@ class RentalCredit(models.Model):
     ends_at_after = models.DateTimeField(null=True, blank=True, verbose_name=pgettext_lazy("staff", "ends at after"))
 
     class Meta:
+        db_table = "shop_rentalcredit"
         verbose_name = pgettext_lazy("staff", "rental credit")
         verbose_name_plural = pgettext_lazy("staff", "rental credits")
         ordering = ["created_at", "pk"]
@@ -498,6 +510,7 @@ class SshKeyChange(models.Model):
     error = models.TextField(blank=True)
 
     class Meta:
+        db_table = "shop_sshkeychange"
         verbose_name = pgettext_lazy("staff", "SSH key change")
         verbose_name_plural = pgettext_lazy("staff", "SSH key changes")
         ordering = ["created_at", "pk"]

@@ -91,7 +91,7 @@ def order_staff_notify(*, order: Order, to: str, reason: str) -> None:
     if to not in ORDER_NOTICES:
         return
     roles, subject = ORDER_NOTICES[to]
-    where = ("admin:shop_order_change", [order.pk]) if to == S.NEEDS_REVIEW else ("provisioning:console", [])
+    where = ("admin:orders_order_change", [order.pk]) if to == S.NEEDS_REVIEW else ("provisioning:console", [])
     link = reverse(where[0], args=where[1])
     lots = order.lots
     body = f"Order {order.reference} ({lots} lot{'s' if lots != 1 else ''}, {order.duration_days} days) is now {to}."

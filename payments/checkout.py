@@ -138,6 +138,14 @@ def _cursor_advance(fingerprint: str) -> int | None:
     return None if row is None else int(row[0])
 
 
+def order_first_payment(order: Order) -> PaymentRequest:
+    """The order's first payment request as the row it is (`Order.payment`, which orders types by what it reads:
+    orders.first_payment). Raises Order.PaymentMissing as the property does."""
+    payment = order.payment
+    assert isinstance(payment, PaymentRequest), f"order {order.pk}: its payment is a {type(payment).__name__}"
+    return payment
+
+
 def payment_request_open(
     *, order: Order, quote: PreparedQuote, now: dt.datetime, extension: Extension | None = None
 ) -> PaymentRequest:

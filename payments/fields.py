@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django import forms
 from django.db import models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.expressions import Combinable
 
 from core.amounts import format_units as format_units  # `as`: re-exported, payments code names it here
 
+# For django-stubs a field is generic in what it takes (_ST) and gives back (_GT), as its own fields are; the mypy
+# plugin fills them in from BaseUnitsField's _pyi_private_* below, with None where null=True.
+_ST = TypeVar("_ST", contravariant=True)
+_GT = TypeVar("_GT", covariant=True)
 
-class BaseUnitsField(models.Field):
+if TYPE_CHECKING:
+    _Field = models.Field
+else:
+
+    class _Field(models.Field, Generic[_ST, _GT]):  # Django's own Field is not generic at run time
+        pass
+
+
+class BaseUnitsField(_Field[_ST, _GT]):
     """NUMERIC(78, 0): exact to 78 digits, room for any 256-bit amount."""
+
+    # Read by the mypy plugin, as django-stubs' DecimalField has them.
+    _pyi_private_set_type: Decimal | int | str | Combinable
+    _pyi_private_get_type: Decimal
 
     description = "An integer amount in an asset's base units"
 

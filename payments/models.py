@@ -277,10 +277,10 @@ class PaymentRequestQuerySet(models.QuerySet["PaymentRequest"]):
 class PaymentRequest(models.Model):
     # An order has several: its first payment (`order.payment`, extension null) and one per extension.
     order = models.ForeignKey(
-        "shop.Order", on_delete=models.PROTECT, related_name="payments", verbose_name=pgettext_lazy("staff", "order")
+        "orders.Order", on_delete=models.PROTECT, related_name="payments", verbose_name=pgettext_lazy("staff", "order")
     )
     extension = models.OneToOneField(
-        "shop.Extension",
+        "orders.Extension",
         on_delete=models.PROTECT,
         null=True,
         blank=True,

@@ -277,12 +277,13 @@ def unexplained_balance_transfers(
 
 def opening_balance(client: RpcClient, payment: PaymentRequest) -> int:
     """The coin on the deposit address before the order's start block, read once and kept."""
-    if payment.opening_balance_base_units is None:
-        before = payment.start_block - 1
-        balance = int(client.call("eth_getBalance", [payment.address, hex(before)]), 16) if before >= 0 else 0
-        PaymentRequest.objects.filter(pk=payment.pk).update(opening_balance_base_units=balance)
-        payment.opening_balance_base_units = balance
-    return int(payment.opening_balance_base_units)
+    if payment.opening_balance_base_units is not None:
+        return int(payment.opening_balance_base_units)
+    before = payment.start_block - 1
+    balance = int(client.call("eth_getBalance", [payment.address, hex(before)]), 16) if before >= 0 else 0
+    PaymentRequest.objects.filter(pk=payment.pk).update(opening_balance_base_units=balance)
+    payment.opening_balance_base_units = balance
+    return balance
 
 
 def _find_forwarded(

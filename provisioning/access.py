@@ -13,12 +13,13 @@ import re
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from core.jobs.kinds import JobKind
 from core.jobs.outbox import job_enqueue
 from core.transition_event import TransitionNotAllowed
+from fleet.models import Node, NodeState
 from orders import capacity
 from orders.models import EXTENSION_OPEN_STATUSES, Extension, ExtensionStatus, Order, OrderStatus
 from orders.orders import order_transition
@@ -29,7 +30,7 @@ from provisioning.bundle import node_bundle
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import Driver, DriverError
 from provisioning.manifest import manifest_create, manifest_revise
-from provisioning.models import AccessGrant, Node, NodeMove, NodeState, PreparationRun
+from provisioning.models import AccessGrant, NodeMove, PreparationRun
 from provisioning.states import node_transition, nodes_transition
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,9 @@ def access_handover(*, order: Order, runs: list[PreparationRun], now: dt.datetim
     job_enqueue(JobKind.ACCESS_STATE, order_id=order.pk)  # `b200` and the order's facts on its nodes (issue 41)
 
 
-def access_follow_extension(sender: object, *, extension: Extension, order: Order, ends_at: dt.datetime, **_: object):
+def access_follow_extension(
+    sender: object, *, extension: Extension, order: Order, ends_at: dt.datetime, **_: object
+) -> None:
     """An extension applied (orders.extensions.extension_applied, inside its transaction): the order's grants end
     with the rental, the reminders are planned again from the new end (none was sent for it), and the nodes' key
     backstop follows through the job outbox (access_extend_on_nodes)."""
@@ -252,6 +255,7 @@ def access_backstop_on_nodes(*, order: Order) -> int:
             access_tool_ready(driver=driver, node=grant.node)
             key_file = f"{driver.workdir}/customer.pub"
             driver.put_file(key_line.encode(), key_file, mode=0o644)
+            assert order.ends_at is not None, f"order {order.reference}: access handed over, so the rental has an end"
             expires = (order.ends_at + KEY_BACKSTOP).isoformat()
             _access_tool(
                 driver, grant.node, "grant", "--account", grant.account, "--key-file", key_file, "--expires", expires
@@ -395,7 +399,7 @@ def orders_held_for_extension_money(*, now: dt.datetime) -> set[int]:
     return held
 
 
-def grants_due(now: dt.datetime):
+def grants_due(now: dt.datetime) -> QuerySet[AccessGrant]:
     """Access whose rental has ended and whose data window (provisioning/data_window.py) is over, less the rentals
     whose end waits for an extension's money seen in time. With DATA_GRACE_HOURS at 0 there is no window: the
     end itself (a window opened before the setting changed is still kept)."""

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -7,17 +9,16 @@ from django.utils.translation import pgettext, pgettext_lazy
 
 from core.admin_base import ReadOnlyAdmin, ReadOnlyInline, reason_asked
 from core.transition_event import TransitionNotAllowed
-from provisioning.models import (
-    AccessGrant,
-    Manifest,
-    Node,
-    NodeCheck,
-    NodeEvent,
-    NodeState,
-    PreparationRun,
-    PreparationRunEvent,
-)
+from fleet.models import Node, NodeEvent, NodeState
+from provisioning.models import AccessGrant, Manifest, NodeCheck, PreparationRun, PreparationRunEvent
 from provisioning.states import node_state_set
+
+if TYPE_CHECKING:
+    from django.forms import ModelForm
+
+    _NodeAdminBase = admin.ModelAdmin[Node]
+else:  # Django's ModelAdmin takes no subscript at run time
+    _NodeAdminBase = admin.ModelAdmin
 
 
 class NodeEventInline(ReadOnlyInline):
@@ -31,7 +32,7 @@ class PreparationRunEventInline(ReadOnlyInline):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(_NodeAdminBase):
     list_display = ["name", "driver", "host", "port", "gpu_model", "gpu_count", "state", "state_reason"]
     list_filter = ["driver", "state"]
     search_fields = ["name", "host"]
@@ -40,7 +41,7 @@ class NodeAdmin(admin.ModelAdmin):
     actions = ["put_in_maintenance", "return_to_service"]
     inlines = [NodeEventInline]
 
-    def save_model(self, request: HttpRequest, obj: Node, form, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Node, form: ModelForm[Node], change: bool) -> None:
         if not change:
             super().save_model(request, obj, form, change)
         elif form.changed_data:  # only what was edited: a state moved meanwhile is not written back
@@ -54,7 +55,7 @@ class NodeAdmin(admin.ModelAdmin):
         items = [f"{node.name}: {node.get_state_display()}" for node in queryset]
         title = pgettext("staff", "Put in maintenance")
         reason, page = reason_asked(self, request, queryset, title=title, items=items)
-        if page is not None:
+        if reason is None:
             return page  # the reason is shown on the node and kept in its events
         self._move(request, queryset, to=NodeState.MAINTENANCE, reason=reason)
         return None

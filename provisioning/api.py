@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, status
@@ -11,8 +13,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api_errors import BODY_READ, CONFLICT, NOT_FOUND, STAFF_ONLY, ApiView, documented
+from fleet.models import Node
 from orders.models import Order
-from provisioning.models import Node, NodeCheck, NodeMove
+from provisioning.models import NodeCheck, NodeMove
 from provisioning.moves import MoveRefused, move_for_node
 from provisioning.node_checks import RecheckRefused, UnknownPreparation, recheck_start
 from provisioning.prepare import PreparationError, preparation_start
@@ -24,7 +27,7 @@ class IsOperator(permissions.BasePermission):
         return bool(user and user.is_authenticated and user.has_perm("provisioning.prepare_order"))
 
 
-class PrepareOutput(serializers.Serializer):
+class PrepareOutput(serializers.Serializer[Mapping[str, object]]):
     reference = serializers.CharField()
     status = serializers.CharField()
     runs = serializers.ListField(child=serializers.DictField())
@@ -54,7 +57,7 @@ class OrderPrepareApi(OperatorApi):
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
-class RecheckInput(serializers.Serializer):
+class RecheckInput(serializers.Serializer[Mapping[str, object]]):
     preparation = serializers.SlugField(
         required=False,
         max_length=50,
@@ -62,7 +65,7 @@ class RecheckInput(serializers.Serializer):
     )
 
 
-class NodeCheckOutput(serializers.Serializer):
+class NodeCheckOutput(serializers.Serializer[Mapping[str, object]]):
     id = serializers.IntegerField()
     node = serializers.CharField()
     kind = serializers.CharField()
@@ -107,7 +110,7 @@ class NodeRecheckApi(OperatorApi):
         return Response(NodeCheckOutput(node_check_body(check)).data, status=status.HTTP_202_ACCEPTED)
 
 
-class NodeMoveOutput(serializers.Serializer):
+class NodeMoveOutput(serializers.Serializer[Mapping[str, object]]):
     id = serializers.IntegerField()
     order = serializers.CharField()
     from_node = serializers.CharField()

@@ -15,11 +15,12 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.models import Node, NodeState
 from orders import capacity
 from orders.models import Order, OrderEvent, OrderStatus
 from orders.orders import order_note, order_transition
 from provisioning.access import access_withdraw_request
-from provisioning.models import AccessGrant, Node, NodeState, PreparationRun, RunStatus
+from provisioning.models import AccessGrant, PreparationRun, RunStatus
 from provisioning.prepare import OPEN_RUNS, PreparationError, preparation_start
 from provisioning.states import nodes_transition, run_transition
 

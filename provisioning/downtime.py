@@ -13,12 +13,14 @@ import datetime as dt
 import logging
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from fleet.models import NodeEvent, NodeState
 from orders.models import RentalCredit
 from orders.outbox import email_enqueue
 from orders.rental_credits import rental_downtime_credit
-from provisioning.models import AccessGrant, DowntimeHold, NodeEvent, NodeHealth, NodeState
+from provisioning.models import AccessGrant, DowntimeHold, NodeHealth
 
 log = logging.getLogger(__name__)
 # Failing checks a tenant's own program can bring about: a hardware slowdown or power brake under its load, an XID
@@ -31,7 +33,7 @@ def downtime_episode_start(node_id: int) -> dt.datetime | None:
     return _episode_moves(node_id).values_list("created_at", flat=True).first()
 
 
-def _episode_moves(node_id: int):  # noqa: ANN202 - a queryset of NodeEvent
+def _episode_moves(node_id: int) -> QuerySet[NodeEvent]:
     """The node's moves into `degraded`, the latest first."""
     moves = NodeEvent.objects.filter(node_id=node_id, to_state=NodeState.DEGRADED).exclude(
         from_state=NodeState.DEGRADED

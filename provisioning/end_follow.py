@@ -20,7 +20,7 @@ from provisioning.models import AccessGrant
 log = logging.getLogger(__name__)
 
 
-def access_follow_end(sender: object, *, order: Order, ends_at: dt.datetime, credit: RentalCredit, **_: object):
+def access_follow_end(sender: object, *, order: Order, ends_at: dt.datetime, credit: RentalCredit, **_: object) -> None:
     """orders.rental_credits.rental_end_moved, inside the credit's transaction: the grants' end moves now (the
     revocation sweep reads it), the reminders start again from it, and the nodes follow through the job outbox.
     A data window opened meanwhile closes: the rental goes on (the access tool's `grant` gives the login back)."""

@@ -22,10 +22,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from django.conf import settings
 
+from fleet.models import Node
 from provisioning.access import AccessKeyRefused, _access_tool
 from provisioning.drivers.base import Driver, DriverError
 from provisioning.drivers.ssh import SSHDriver
-from provisioning.models import AccessGrant, Node
+from provisioning.models import AccessGrant
 from provisioning.node_tools.access import PROBE_COMMENT
 
 PROBE_MINUTES = 10  # the probe line's expiry-time: a proof left half-way cannot open the account for long

@@ -9,6 +9,7 @@ signed before JCS (no `canonicalization` in their body) were signed over Python'
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import json
 from functools import lru_cache
@@ -94,6 +95,13 @@ def _credits(payment: Any) -> list[dict[str, Any]]:  # noqa: ANN401 - a payments
     ]
 
 
+def _instant(value: dt.datetime | None, what: str) -> str:
+    """A time the manifest states: set before anything is signed (an active order, an applied extension)."""
+    if value is None:
+        raise ValueError(f"the manifest needs {what}, which is not set")
+    return value.isoformat()
+
+
 def _extensions_evidence(order: Order) -> list[dict[str, Any]]:
     """Each applied extension and the payment that bought it (in revisions signed after an extension)."""
     applied = order.extensions.filter(status=ExtensionStatus.APPLIED).select_related("payment__asset")
@@ -101,8 +109,8 @@ def _extensions_evidence(order: Order) -> list[dict[str, Any]]:
     return [
         {
             "duration_days": extension.duration_days,
-            "applied_at": extension.applied_at.isoformat(),
-            "ends_at": extension.ends_at_after.isoformat(),
+            "applied_at": _instant(extension.applied_at, "an applied extension's time"),
+            "ends_at": _instant(extension.ends_at_after, "an applied extension's end"),
             "chain_id": extension.payment.chain_id,
             "asset": extension.payment.asset.symbol,
             "contract": extension.payment.contract,
@@ -115,7 +123,7 @@ def _extensions_evidence(order: Order) -> list[dict[str, Any]]:
 
 
 def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessGrant]) -> dict[str, Any]:
-    payment = order.payment  # its payments.models.PaymentRequest
+    payment: Any = order.payment  # a payments PaymentRequest, read by its fields: provisioning imports no payments
     by_node = {grant.node_id: grant for grant in grants}
     return {
         "manifest_version": 2,
@@ -125,7 +133,10 @@ def manifest_body(order: Order, runs: list[PreparationRun], grants: list[AccessG
         "gpus": order.total_gpus,
         "duration_days": order.duration_days,
         "preparation": order.preparation.slug,
-        "access": {"starts_at": order.active_since.isoformat(), "ends_at": order.ends_at.isoformat()},
+        "access": {
+            "starts_at": _instant(order.active_since, "the rental's start"),
+            "ends_at": _instant(order.ends_at, "the rental's end"),
+        },
         "payment": {
             "chain_id": payment.chain_id,
             "asset": payment.asset.symbol,

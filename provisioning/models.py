@@ -7,7 +7,7 @@ from django.utils import timezone
 from django.utils.translation import pgettext, pgettext_lazy
 
 from core.transition_event import TransitionEvent
-from fleet.models import (  # noqa: F401 - the fleet's rows are provisioning's models (app label) too
+from fleet.models import (  # noqa: F401 - re-exported: most callers import the nodes from here
     UNSELLABLE_STATES,
     Node,
     NodeDriver,
@@ -52,7 +52,7 @@ class PreparationRun(models.Model):
     """One attempt to prepare one node for an order: connect, copy, set up, preflight, grant access."""
 
     order = models.ForeignKey(
-        "shop.Order",
+        "orders.Order",
         on_delete=models.CASCADE,
         related_name="preparation_runs",
         verbose_name=pgettext_lazy("staff", "order"),
@@ -141,7 +141,7 @@ class PreparationRunEvent(TransitionEvent):
         return f"{self.run_id}: {self.get_from_status_display()} -> {self.get_to_status_display()}"
 
 
-class AccessGrantQuerySet(models.QuerySet):
+class AccessGrantQuerySet(models.QuerySet["AccessGrant"]):
     def live(self) -> AccessGrantQuerySet:
         """Rows whose account may exist on the node: each is revoked some day (no account without one)."""
         return self.filter(revoked_at__isnull=True)
@@ -161,7 +161,7 @@ class AccessGrant(models.Model):
     revoke it; access made during a preparation that does not hand over is withdrawn (`withdrawing_since`)."""
 
     order = models.ForeignKey(
-        "shop.Order",
+        "orders.Order",
         on_delete=models.CASCADE,
         related_name="access_grants",
         verbose_name=pgettext_lazy("staff", "order"),
@@ -234,7 +234,7 @@ class Manifest(models.Model):
     """The signed chain of evidence handed to the customer with access."""
 
     order = models.OneToOneField(
-        "shop.Order", on_delete=models.CASCADE, related_name="manifest", verbose_name=pgettext_lazy("staff", "order")
+        "orders.Order", on_delete=models.CASCADE, related_name="manifest", verbose_name=pgettext_lazy("staff", "order")
     )
     body = models.JSONField(verbose_name=pgettext_lazy("staff", "body"))
     signature = models.CharField(
@@ -277,7 +277,7 @@ class NodeCheck(models.Model):
         verbose_name=pgettext_lazy("staff", "requested by"),
     )
     preparation = models.ForeignKey(
-        "shop.Preparation",
+        "orders.Preparation",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
@@ -342,7 +342,7 @@ class NodeHealth(models.Model):
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="health_probes")
     order = models.ForeignKey(
-        "shop.Order", on_delete=models.SET_NULL, null=True, blank=True, related_name="health_probes"
+        "orders.Order", on_delete=models.SET_NULL, null=True, blank=True, related_name="health_probes"
     )
     checked_at = models.DateTimeField(default=timezone.now)
     reachable = models.BooleanField()
@@ -368,7 +368,7 @@ class DowntimeHold(models.Model):
     until a person decides (issue 39). One per episode; `decision` is written once, by provisioning.downtime."""
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="downtime_holds")
-    order = models.ForeignKey("shop.Order", on_delete=models.CASCADE, related_name="downtime_holds")
+    order = models.ForeignKey("orders.Order", on_delete=models.CASCADE, related_name="downtime_holds")
     down_from = models.DateTimeField()
     down_until = models.DateTimeField()
     causes = models.TextField(help_text="The failing findings of the episode's probes, in words.")
@@ -378,7 +378,9 @@ class DowntimeHold(models.Model):
     )
     decided_by = models.CharField(max_length=150, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
-    credit = models.ForeignKey("shop.RentalCredit", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    credit = models.ForeignKey(
+        "orders.RentalCredit", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
 
     class Meta:
         verbose_name = pgettext_lazy("staff", "downtime hold")
@@ -414,7 +416,7 @@ class NodeMove(models.Model):
     handed over with a new manifest revision naming both nodes, then the old node gets the clean end of rental.
     One status table and one writer (provisioning.moves)."""
 
-    order = models.ForeignKey("shop.Order", on_delete=models.PROTECT, related_name="node_moves")
+    order = models.ForeignKey("orders.Order", on_delete=models.PROTECT, related_name="node_moves")
     from_node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="moves_from")
     to_node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="moves_to")
     run = models.ForeignKey(PreparationRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")

@@ -20,10 +20,11 @@ from typing import Any
 
 from django.conf import settings
 
+from fleet.models import Node
 from provisioning.access import _ensure_tool
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import Driver, DriverError
-from provisioning.models import AccessGrant, Node
+from provisioning.models import AccessGrant
 
 TOOL = "provisioning/node_tools/move_files.py"
 CHUNK_BYTES = 32 << 20
@@ -105,7 +106,10 @@ class _Tool:
         if result.exit_code != 0:
             stderr = result.stderr.strip()[-300:]
             raise DriverError(f"move_files {command} on {self.node.name} failed ({result.exit_code}): {stderr}")
-        return json.loads(result.stdout)
+        answer = json.loads(result.stdout)
+        if not isinstance(answer, dict):  # the node's answer is input, not trusted
+            raise DriverError(f"move_files {command} on {self.node.name} answered no JSON object")
+        return answer
 
 
 class FileRefused(Exception):
@@ -120,7 +124,9 @@ class OldNodeLost(Exception):
     """The old node stopped answering during the copy: what is left is not copied, the move goes on."""
 
 
-def _copy_between(old: Driver, new: Driver, *, old_node: Node, new_node: Node, account: str, report: CopyReport):
+def _copy_between(
+    old: Driver, new: Driver, *, old_node: Node, new_node: Node, account: str, report: CopyReport
+) -> None:
     roots = [HOME, *old_node.scratch_folders()]
     try:
         new_tool = _Tool(new, new_node, account)  # the spare's connection errors propagate: the job tries again
@@ -193,7 +199,7 @@ def _list(tool: _Tool, roots: list[str], *, max_bytes: int, deadline: float) -> 
     return tool("list", *args, "--max-bytes", str(max_bytes), "--max-seconds", f"{seconds:.0f}", timeout=seconds + 120)
 
 
-def _same_on_both(old_tool: _Tool, new_tool: _Tool, *, item: dict, target: str) -> bool:
+def _same_on_both(old_tool: _Tool, new_tool: _Tool, *, item: dict[str, Any], target: str) -> bool:
     """A file of the same size already on the spare (a resumed move): the same bytes on both nodes?"""
     try:
         theirs = old_tool("hash", "--root", item["root"], f"--path={item['path']}", timeout=3600)
@@ -212,7 +218,9 @@ def _target_root(root: str, new_node: Node) -> str:
     return root if root in folders else (folders[0] if folders else "")
 
 
-def _copy_file(old: Driver, new: Driver, old_tool: _Tool, new_tool: _Tool, *, item: dict, target: str) -> None:
+def _copy_file(
+    old: Driver, new: Driver, old_tool: _Tool, new_tool: _Tool, *, item: dict[str, Any], target: str
+) -> None:
     """One file in chunks through this worker: read into the old node's workdir, carried, appended on the spare."""
     path, size = item["path"], item["size"]
     chunk_in, chunk_out = f"{old.workdir}/chunk", f"{new.workdir}/chunk"

@@ -26,6 +26,7 @@ from core.jobs.kinds import JobKind
 from core.jobs.outbox import job_enqueue
 from core.log_context import log_context
 from core.transition_event import status_move
+from fleet.models import Node, NodeState
 from orders import capacity
 from orders.models import Order, OrderStatus
 from orders.outbox import email_enqueue
@@ -34,17 +35,7 @@ from provisioning.data_window import data_until
 from provisioning.downtime import downtime_episode_close
 from provisioning.end_notice import move_notice_queue
 from provisioning.manifest import manifest_change
-from provisioning.models import (
-    OPEN_MOVES,
-    AccessGrant,
-    MoveStatus,
-    Node,
-    NodeMove,
-    NodeMoveEvent,
-    NodeState,
-    PreparationRun,
-    RunStatus,
-)
+from provisioning.models import OPEN_MOVES, AccessGrant, MoveStatus, NodeMove, NodeMoveEvent, PreparationRun, RunStatus
 from provisioning.move_copy import move_copy
 from provisioning.prepare import OPEN_RUNS, preparation_execute
 from provisioning.states import nodes_transition

@@ -26,20 +26,22 @@ import hashlib
 import json
 import logging
 import shlex
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from core.jobs.kinds import JobKind
 from core.jobs.outbox import job_enqueue
 from core.latest_rows import latest_rows
+from fleet.models import Node, NodeState
 from orders import capacity
 from orders.models import Preparation
 from provisioning.drivers import driver_for
-from provisioning.drivers.base import CommandTimeout, DriverError
-from provisioning.models import AccessGrant, CheckKind, Node, NodeCheck, NodeState, PreparationRun, RunStatus
+from provisioning.drivers.base import CommandTimeout, Driver, DriverError
+from provisioning.models import AccessGrant, CheckKind, NodeCheck, PreparationRun, RunStatus
 from provisioning.node_steps import RECHECK_STEPS, NodeJob, steps_run
 from provisioning.preflight import hardware
 from provisioning.preflight.profile import DEFAULT_THRESHOLDS
@@ -95,7 +97,7 @@ def _preparation_slugs() -> list[str]:
     return list(Preparation.objects.values_list("slug", flat=True))
 
 
-def idle_nodes(now: dt.datetime):
+def idle_nodes(now: dt.datetime) -> QuerySet[Node]:
     """Available nodes that no order holds and no check is looking at: what the daily probe looks at."""
     held = capacity.live_reservations(now).filter(node=OuterRef("pk"))
     granted = AccessGrant.objects.live().filter(node=OuterRef("pk"))
@@ -162,7 +164,7 @@ def _check_claim(check_id: int) -> tuple[NodeCheck, str] | None:
     return NodeCheck.objects.select_related("node", "preparation").get(pk=check_id), lost_workdir
 
 
-def _recheck_on_node(check: NodeCheck, *, lost_workdir: str) -> tuple[bool, str, dict | None]:
+def _recheck_on_node(check: NodeCheck, *, lost_workdir: str) -> tuple[bool, str, dict[str, Any] | None]:
     """The preparation's steps but the grant, on the node through its driver (provisioning.node_steps)."""
     with driver_for(check.node, connect_timeout=settings.NODE_CONNECT_TIMEOUT_SECONDS) as driver:
         NodeCheck.objects.filter(pk=check.pk, attempt=check.attempt).update(node_workdir=driver.workdir)
@@ -171,7 +173,7 @@ def _recheck_on_node(check: NodeCheck, *, lost_workdir: str) -> tuple[bool, str,
     return passed, ("" if passed else f"recheck: {error}"), report
 
 
-def _probe_node(check: NodeCheck) -> tuple[bool, str, dict | None]:
+def _probe_node(check: NodeCheck) -> tuple[bool, str, dict[str, Any] | None]:
     """Reachable with the pinned host key (the driver refuses any other), then the idle-card gate."""
     node = check.node
     with driver_for(node, connect_timeout=settings.NODE_CONNECT_TIMEOUT_SECONDS) as driver:
@@ -183,7 +185,7 @@ def _probe_node(check: NodeCheck) -> tuple[bool, str, dict | None]:
     return True, f"{reached}; idle_cards {status}: {detail}", report
 
 
-def idle_cards_on(driver, node: Node) -> tuple[str, str, dict]:
+def idle_cards_on(driver: Driver, node: Node) -> tuple[str, str, dict[str, Any]]:
     """The preflight's idle-card gate, judged here on nvidia-smi's answers read over the node's driver: the same
     queries and the same rule (`hardware.evaluate_idle`, `idle_max_mib` from the defaults or the node's own).
     Skipped where the preflight skips it: a cpu (development) node, a node without nvidia-smi."""
@@ -206,7 +208,7 @@ def idle_cards_on(driver, node: Node) -> tuple[str, str, dict]:
     return hardware.evaluate_idle(answers[0], answers[1], thresholds, "before")
 
 
-def check_conclude(*, check: NodeCheck, passed: bool, reason: str, report: dict | None) -> None:
+def check_conclude(*, check: NodeCheck, passed: bool, reason: str, report: dict[str, Any] | None) -> None:
     """Record the outcome and move the node: a recheck that passed returns it to sale, one that failed leaves it
     failed with the reason; a probe that failed sets an idle node aside. Under the node locks (first in the lock
     order), and only while the node is where the check found it."""

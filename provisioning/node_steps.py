@@ -16,15 +16,16 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from fleet.models import Node
 from provisioning.access import access_grant_on_node, access_tool_check, account_name, sshd_keys_problem
 from provisioning.bundle import node_bundle
 from provisioning.drivers.base import CommandResult, CommandTimeout, Driver, DriverError
 from provisioning.handover_proof import handover_login_proof
-from provisioning.models import AccessGrant, Node, NodeCheck, PreparationRun, RunStatus
+from provisioning.models import AccessGrant, NodeCheck, PreparationRun, RunStatus
 from provisioning.preflight.cli import command_line
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ rm -rf -- "$1"
 class Stop(Exception):
     """The run ends here with this outcome."""
 
-    def __init__(self, status: str, error: str, report: dict | None = None) -> None:
+    def __init__(self, status: str, error: str, report: dict[str, Any] | None = None) -> None:
         super().__init__(error)
         self.status, self.error, self.report = status, error, report
 
@@ -59,7 +60,7 @@ class NodeJob:
     lost_workdir: str = ""
     limit: int = field(default_factory=lambda: settings.PREFLIGHT_TIMEOUT_SECONDS)
     preflight: CommandResult | None = None
-    report: dict | None = None
+    report: dict[str, Any] | None = None
     grant: AccessGrant | None = None
 
     @property
@@ -113,7 +114,7 @@ def clear_lost_attempt(job: NodeJob) -> str:
     return f"cleared the lost attempt's {workdir} (exit {result.exit_code})"
 
 
-def preflight_profile(node: Node, preparation: Preparation | None) -> tuple[dict, str | None]:
+def preflight_profile(node: Node, preparation: Preparation | None) -> tuple[dict[str, Any], str | None]:
     """The preparation's profile with the node's own thresholds, and the architecture it promises (cuda only)."""
     profile = {**((preparation.preflight_profile if preparation else None) or {})}
     # The architecture the preparation promises (sm_100 for B200): a CPU development node can't have it.
@@ -191,6 +192,7 @@ def preflight(job: NodeJob) -> str:
 
 def read_report(job: NodeJob) -> str:
     result = job.preflight
+    assert result is not None, "read_report runs after run_preflight (STEPS)"
     progress_write(job.run, "reading the report", 85, result.stdout[-4000:] + result.stderr[-2000:])
     if result.exit_code == -1:  # no exit status: the connection or the node went away, or a signal killed it
         raise Stop(
@@ -249,7 +251,7 @@ STEPS = (
 RECHECK_STEPS = tuple(step for step in STEPS if step.run not in (grant, login_proof))
 
 
-def steps_run(job: NodeJob, steps: tuple[Step, ...] = STEPS) -> tuple[str, dict | None, str]:
+def steps_run(job: NodeJob, steps: tuple[Step, ...] = STEPS) -> tuple[str, dict[str, Any] | None, str]:
     """Every step in order: (status, report, error). A step that stops the run gives its outcome."""
     try:
         for step in steps:

@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
@@ -20,6 +21,7 @@ from core.jobs.kinds import JobKind
 from core.jobs.outbox import job_enqueue
 from core.log_context import log_context
 from core.transition_event import TransitionNotAllowed
+from fleet.models import Node, NodeState
 from orders import capacity
 from orders.models import Order, OrderStatus
 from orders.orders import order_transition
@@ -33,7 +35,7 @@ from provisioning.access import (
 from provisioning.claims import Claim, run_claim, run_orphaned, run_release
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import DriverError
-from provisioning.models import AccessGrant, Node, NodeState, PreparationRun, RunStatus
+from provisioning.models import AccessGrant, PreparationRun, RunStatus
 from provisioning.node_steps import NodeJob, steps_run
 from provisioning.states import nodes_transition, run_transition
 
@@ -164,7 +166,7 @@ def _execute_run(claim: Claim, run: PreparationRun) -> str | None:
     return status
 
 
-def _outcome_write(claim: Claim, *, status: str, report: dict | None, error: str) -> bool:
+def _outcome_write(claim: Claim, *, status: str, report: dict[str, Any] | None, error: str) -> bool:
     """Record the attempt's outcome, if this attempt still holds the run (checked under the run's row lock)."""
     raw = json.dumps(report, sort_keys=True).encode() if report is not None else b""
     with transaction.atomic():
@@ -198,7 +200,7 @@ def run_stop_over_time(*, run_id: int) -> None:
         run_transition(run=run, to=RunStatus.ERROR, actor="system", reason=error)
 
 
-def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, dict | None, str]:
+def _run_on_node(run: PreparationRun, *, lost_workdir: str = "") -> tuple[str, dict[str, Any] | None, str]:
     """Connect to the node and run the preparation's steps there (provisioning.node_steps)."""
     access_key_line(run.order)  # a key that cannot be installed fails before any node time is spent
     with driver_for(run.node, connect_timeout=settings.NODE_CONNECT_TIMEOUT_SECONDS) as driver:

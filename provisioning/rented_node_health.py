@@ -18,11 +18,13 @@ import json
 import logging
 import posixpath
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -30,13 +32,14 @@ from core.jobs.kinds import JobKind
 from core.jobs.models import Job
 from core.jobs.outbox import job_enqueue
 from core.latest_rows import latest_rows
+from fleet.models import Node, NodeState
 from orders.models import Order
 from orders.outbox import email_enqueue
 from orders.staff_notices import staff_notify
 from provisioning.downtime import downtime_episode_close
 from provisioning.drivers import driver_for
 from provisioning.drivers.base import DriverError
-from provisioning.models import AccessGrant, DowntimeHold, Node, NodeHealth, NodeState
+from provisioning.models import AccessGrant, DowntimeHold, NodeHealth
 from provisioning.node_tools import source
 from provisioning.states import node_transition
 
@@ -51,14 +54,14 @@ FAIL, WARN = "fail", "warn"
 @dataclass(frozen=True)
 class ProbeResult:
     reachable: bool
-    findings: list[dict]
+    findings: list[dict[str, Any]]
     kernel_cursor: str
 
 
 # --- which nodes, and the fan-out ------------------------------------------------------------------------------
 
 
-def watched_nodes():
+def watched_nodes() -> QuerySet[Node]:
     """Nodes with live, handed-over access that are rented (in use) or degraded: what the probes look at."""
     granted = AccessGrant.objects.handed_over().filter(node=OuterRef("pk"))
     return Node.objects.filter(state__in=WATCHED).filter(Exists(granted)).order_by("pk")
@@ -140,7 +143,7 @@ def probe_on_node(node: Node, *, cursor: str, since: dt.datetime) -> ProbeResult
     return ProbeResult(True, [reachable, *findings], new_cursor)
 
 
-def _finding(item: dict) -> dict:
+def _finding(item: dict[str, Any]) -> dict[str, str]:
     """One finding as the node sent it, kept to its three short fields (the node's answer is input, not trusted)."""
     status = str(item["status"])
     return {
@@ -150,7 +153,7 @@ def _finding(item: dict) -> dict:
     }
 
 
-def health_summary(findings: list[dict]) -> str:
+def health_summary(findings: list[dict[str, Any]]) -> str:
     """What is wrong, in words: the failing findings ("" when none)."""
     return "; ".join(f"{item['check']}: {item['detail']}" for item in findings if item["status"] == FAIL)[:2000]
 
@@ -243,13 +246,13 @@ def downtime_close_due(now: dt.datetime) -> int:
 # --- reading: the order page, the console, /metrics --------------------------------------------------------------
 
 
-def latest_health(node_ids) -> dict[int, NodeHealth]:
+def latest_health(node_ids: Iterable[int]) -> dict[int, NodeHealth]:
     """Each node's latest probe, in one query."""
     newest_first = ("-checked_at", "-pk")  # the index node_health_latest
     return latest_rows(NodeHealth.objects.all(), parent="node", parent_ids=node_ids, newest_first=newest_first)
 
 
-def order_nodes_health(order: Order) -> list[dict]:
+def order_nodes_health(order: Order) -> list[dict[str, Any]]:
     """What the order's page and API show of each node with live access: healthy or what is wrong, and when it
     was last checked (no probe yet: checked_at None)."""
     grants = list(AccessGrant.objects.handed_over().filter(order=order).select_related("node").order_by("node__name"))

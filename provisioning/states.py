@@ -16,16 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from core.transition_event import TransitionNotAllowed, status_move
+from fleet.models import UNSELLABLE_STATES, Node, NodeEvent, NodeState
 from orders.staff_notices import staff_notify
-from provisioning.models import (
-    UNSELLABLE_STATES,
-    Node,
-    NodeEvent,
-    NodeState,
-    PreparationRun,
-    PreparationRunEvent,
-    RunStatus,
-)
+from provisioning.models import PreparationRun, PreparationRunEvent, RunStatus
 
 N = NodeState
 R = RunStatus
@@ -89,7 +82,7 @@ def node_transition(*, node: Node, to: str, actor: str, reason: str = "", now: d
                 roles=("operator",),
                 subject=f"Node {node.name} failed",
                 body=f"Node {node.name} ({node.host}) is out of sale.\nWhy: {reason[:500]}",
-                link=reverse("admin:provisioning_node_change", args=[node.pk]),
+                link=reverse("admin:fleet_node_change", args=[node.pk]),
             )
     return moved
 

@@ -4,6 +4,7 @@ nodes between rentals (an operator's recheck, beat's daily probe)."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
@@ -56,7 +57,7 @@ RUN_SOFT_LIMIT = settings.PREFLIGHT_TIMEOUT_SECONDS + 120
 # past the hard limit (a claim still held then is a dead worker's). No attempt limit: it runs until it has an
 # outcome. A database error: it starts again (the claim makes it the next attempt) until it gets through; beat's
 # preparation_resume_stuck_task picks up a preparation that still falls through.
-PREFLIGHT_TASK_OPTIONS = {
+PREFLIGHT_TASK_OPTIONS: dict[str, Any] = {
     "lease_seconds": RUN_SOFT_LIMIT + 120,
     "max_attempts": None,
     "acks_late": True,

@@ -302,7 +302,7 @@ class OrderAdmin(TimeAdjustAdminMixin, _OrderAdminBase):
         return None
 
     def has_manage_personal_data_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("shop.manage_personal_data")
+        return request.user.has_perm("orders.manage_personal_data")
 
     @admin.action(
         description=pgettext_lazy("staff", "Export the customers' personal data (JSON)"),

@@ -18,7 +18,7 @@ from core.admin_base import ReadOnlyInline
 from orders.models import Order, OrderStatus, RentalCredit
 from orders.rental_credits import REASON_MAX, STAFF_ADJUST_MAX, CreditRefused, rental_time_adjust
 
-ADJUST_PERMISSION = "shop.add_rentalcredit"
+ADJUST_PERMISSION = "orders.add_rentalcredit"
 MAX_MINUTES = int(STAFF_ADJUST_MAX.total_seconds() // 60)
 
 # ModelAdmin is generic in the stubs only (subscripting it when the code runs fails). The mixin goes before
@@ -55,18 +55,18 @@ class TimeAdjustForm(forms.Form):
 
 
 class TimeAdjustAdminMixin(_OrderAdminBase):
-    """OrderAdmin's page /admin/shop/order/<id>/time/ and the link to it on the order's page."""
+    """OrderAdmin's page /admin/orders/order/<id>/time/ and the link to it on the order's page."""
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.time_adjust_view)
-        return [path("<path:object_id>/time/", view, name="shop_order_time"), *super().get_urls()]
+        return [path("<path:object_id>/time/", view, name="orders_order_time"), *super().get_urls()]
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         extra = dict(extra_context or {})
         if request.user.has_perm(ADJUST_PERMISSION):
-            extra["time_adjust_url"] = reverse("admin:shop_order_time", args=[object_id])
+            extra["time_adjust_url"] = reverse("admin:orders_order_time", args=[object_id])
         return super().change_view(request, object_id, form_url, extra)
 
     def time_adjust_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -100,7 +100,7 @@ class TimeAdjustAdminMixin(_OrderAdminBase):
                 end = f"{credit.ends_at_after:%Y-%m-%d %H:%M}"
                 done %= {"minutes": abs(credit.seconds) // 60, "order": order.reference, "end": end}
                 self.message_user(request, done, messages.SUCCESS)
-                return HttpResponseRedirect(reverse("admin:shop_order_change", args=[order.pk]))
+                return HttpResponseRedirect(reverse("admin:orders_order_change", args=[order.pk]))
         context = {
             **self.admin_site.each_context(request),
             "title": pgettext("staff", "Add or remove time: %(order)s") % {"order": order.reference},
@@ -110,4 +110,4 @@ class TimeAdjustAdminMixin(_OrderAdminBase):
             "running": order.status == OrderStatus.ACTIVE,
         }
         status = 400 if form.is_bound and form.errors else 200
-        return TemplateResponse(request, "admin/shop/order/time_adjust.html", context, status=status)
+        return TemplateResponse(request, "admin/orders/order/time_adjust.html", context, status=status)

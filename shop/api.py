@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -25,6 +26,7 @@ from core.page_cache import page_key
 from orders.key_change import KeyChangeRefused, key_replace
 from orders.models import Duration, HypothesisKind, LotSpec, Preparation
 from orders.sshkeys import MAX_KEY_CHARS
+from payments.checkout import order_first_payment
 from payments.models import Asset, Network
 from payments.notices import payment_notice_submit
 from shop.catalog import Catalog, catalog_current
@@ -127,6 +129,10 @@ class OrderInput(serializers.Serializer[Mapping[str, object]]):
     hypothesis_kind = serializers.ChoiceField(choices=HypothesisKind.choices, required=False, allow_blank=True)
     hypothesis = TextField(max_length=2000, required=False, allow_blank=True)
     language = serializers.ChoiceField(choices=settings.LANGUAGES, required=False)
+    expected_total_usd = serializers.DecimalField(
+        max_digits=14, decimal_places=2, min_value=Decimal(0), required=False,
+        help_text="The total in USD you expect to pay: a different price now answers 409 `price_changed` with it",
+    )  # fmt: skip
 
     # Single-field business checks, so that every bad field is reported in the same 400.
     def validate_lots(self, value: int) -> int:
@@ -276,6 +282,18 @@ class OrderOutput(serializers.Serializer[Mapping[str, object]]):
 _ORDER_OUTPUT = OrderOutput()
 
 
+class RefusedOutput(serializers.Serializer[Mapping[str, object]]):
+    detail = serializers.CharField()
+    code = serializers.CharField(help_text="Stable: `conflict`, `price_changed`, `extension_awaiting_payment`...")
+    request_id = serializers.CharField(help_text="Also the X-Request-ID header: quote it to staff")
+    total_usd = serializers.DecimalField(
+        max_digits=14, decimal_places=2, required=False, help_text="With `price_changed`: the price now"
+    )
+    extension = ExtensionOutput(
+        required=False, help_text="The extension that still awaits its payment, when that is why: pay it first"
+    )
+
+
 ORDER_EXAMPLE = OpenApiExample(
     "One lot for 7 days, ETH on the local development chain",
     request_only=True,
@@ -299,7 +317,7 @@ class OrderCreateApi(ApiView):
     @extend_schema(
         request=OrderInput,
         examples=[ORDER_EXAMPLE],
-        responses=documented({201: OrderOutput}, LIMITED_BODY_READ),
+        responses=documented({201: OrderOutput, 409: RefusedOutput}, LIMITED_BODY_READ),
         summary="Place an order",
     )
     def post(self, request: Request) -> Response:
@@ -393,7 +411,7 @@ class OrderPaidApi(TokenOrderApi):
         body = {
             "reference": order.reference,
             "status": order.status,
-            "payment_status": order.payment.status,
+            "payment_status": order_first_payment(order).status,
             "detail": _("Received: the payment is being checked on-chain."),
         }
         return Response(body, status=status.HTTP_202_ACCEPTED)
@@ -403,13 +421,10 @@ class ExtendInput(serializers.Serializer[Mapping[str, object]]):
     duration_days = serializers.IntegerField()
     network = SlugTextField(max_length=40, required=False, allow_blank=True)
     asset = TextField(max_length=12, required=False, allow_blank=True)
-
-
-class RefusedOutput(serializers.Serializer[Mapping[str, object]]):
-    detail = serializers.CharField()
-    extension = ExtensionOutput(
-        required=False, help_text="The extension that still awaits its payment, when that is why: pay it first"
-    )
+    expected_total_usd = serializers.DecimalField(
+        max_digits=14, decimal_places=2, min_value=Decimal(0), required=False,
+        help_text="The total in USD you expect to pay: a different price now answers 409 `price_changed` with it",
+    )  # fmt: skip
 
 
 class OrderExtendApi(TokenOrderApi):
@@ -429,12 +444,14 @@ class OrderExtendApi(TokenOrderApi):
             duration_days=data.validated_data["duration_days"],
             network=data.validated_data.get("network", ""),
             asset=data.validated_data.get("asset", ""),
+            expected_total_usd=data.validated_data.get("expected_total_usd"),
         )
         try:
             extension = extension_create(order=order, request=asked)
         except ExtensionAwaitingPayment as exc:  # a refusal that also shows the extension to pay first
             waiting = extension_representation(exc.extension, notices=exc.extension.payment.notices.count())
-            body = {"detail": str(exc), "extension": ExtensionOutput(waiting).data}
+            body: dict[str, object] = {"detail": str(exc), "code": "extension_awaiting_payment"}
+            body["extension"] = ExtensionOutput(waiting).data
             return Response(body, status=status.HTTP_409_CONFLICT)
         body = extension_representation(extension, notices=0)
         return Response(ExtensionOutput(body).data, status=status.HTTP_201_CREATED)

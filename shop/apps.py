@@ -8,7 +8,7 @@ class ShopConfig(AppConfig):
     """The storefront: pages, API, forms and staff screens over the order domain (orders/)."""
 
     name = "shop"
-    label = "storefront"
+    label = "shop"
     verbose_name = pgettext_lazy("staff", "Shop")
 
     def ready(self) -> None:

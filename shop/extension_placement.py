@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,7 +21,8 @@ from orders.extensions import (
     extension_waiting_refusal,
 )
 from orders.models import Extension, Order, order_total_usd
-from payments.checkout import payment_request_open, quote_prepare
+from orders.price_guard import price_as_expected
+from payments.checkout import order_first_payment, payment_request_open, quote_prepare
 from payments.models import Asset
 from payments.quotes import QuoteError
 from shop.order_input import resolve_asset, resolve_duration
@@ -53,11 +55,12 @@ class ExtensionRequest:
     duration_days: int
     network: str = ""  # default: the order's first payment's
     asset: str = ""
+    expected_total_usd: Decimal | None = None  # the total the customer saw: another price is refused
 
 
 def extension_asset(*, order: Order, request: ExtensionRequest) -> Asset:
     """The asset asked for, among those offered now; by default the one the order was paid in."""
-    first = order.payment.asset
+    first = order_first_payment(order).asset
     network = request.network or first.network.slug
     symbol = request.asset or (first.symbol if network == first.network.slug else "")
     return resolve_asset(network, symbol)
@@ -72,6 +75,7 @@ def extension_create(*, order: Order, request: ExtensionRequest, now: dt.datetim
     duration = resolve_duration(request.duration_days)
     asset = extension_asset(order=order, request=request)
     total = order_total_usd(lots=order.lots, price_per_lot_usd=duration.price_per_lot_usd)
+    price_as_expected(expected_usd=request.expected_total_usd, total_usd=total)
     try:
         quote = quote_prepare(asset=asset, amount_usd=total)  # network I/O, before any lock is taken
     except QuoteError as exc:

@@ -25,12 +25,13 @@ from django.utils.translation import npgettext, pgettext, pgettext_lazy
 
 from core.roles import ROLE_TITLES
 from core.staff_words import days_text, lots_text
+from fleet.models import Node, NodeEvent, NodeState
 from orders.models import FIRST_PAYMENTS, Extension, ExtensionEvent, ExtensionStatus, Order, OrderEvent, OrderStatus
 from payments.amount_text import movement_units_text, refund_units_text, with_asset
+from payments.checkout import order_first_payment
 from payments.models import Credit, PaymentRequest, Refund, RefundEvent, RefundStatus, UnexpectedOutflow
 from payments.review import payment_evidence
 from provisioning.downtime import downtime_holds_waiting
-from provisioning.models import Node, NodeEvent, NodeState
 from provisioning.moves import moves_keeping_files, moves_waiting
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ KINDS = {
 ACTORS = {
     "paid": ("provisioning.prepare_order", "operator"),
     "preparation_failed": ("provisioning.prepare_order", "operator"),
-    "node": ("provisioning.change_node", "operator"),
+    "node": ("fleet.change_node", "operator"),
     "move": ("provisioning.prepare_order", "operator"),
     "move_files": ("provisioning.prepare_order", "operator"),
     "downtime": ("provisioning.prepare_order", "operator"),
@@ -134,7 +135,7 @@ def needs_attention() -> list[Attention]:
     for state in (NodeState.FAILED, NodeState.MAINTENANCE, NodeState.DEGRADED):
         entered = _entered(NodeEvent.objects.filter(node=OuterRef("pk")), "to_state", state)
         for node in Node.objects.filter(state=state).annotate(since=Coalesce(entered, F("created_at"))):
-            link = reverse("admin:provisioning_node_change", args=[node.pk])
+            link = reverse("admin:fleet_node_change", args=[node.pk])
             state_shown = node.get_state_display()
             detail = f"{state_shown}: {node.state_reason[:200]}" if node.state_reason else state_shown
             items.append(Attention("node", node.name, detail, node.since, link))
@@ -227,9 +228,9 @@ def _moves_keeping_files(console: str) -> list[Attention]:
 def _review(order: Order, lots: str) -> tuple[str, str]:
     """The link and the detail of an order in review: its first payment's page and evidence."""
     try:
-        payment = order.payment
+        payment = order_first_payment(order)
     except Order.PaymentMissing:
-        return reverse("admin:shop_order_change", args=[order.pk]), lots
+        return reverse("admin:orders_order_change", args=[order.pk]), lots
     evidence = payment_evidence(payment, getattr(payment, "shown", None))
     detail = f"{lots}; {payment.get_status_display().lower()}: {evidence.text}"
     return reverse("admin:payments_paymentrequest_change", args=[payment.pk]), detail
@@ -283,7 +284,7 @@ def queue_for(user: AbstractUser | AnonymousUser) -> list[QueueGroup]:
         "refund_to_pay": f"{refunds}?status__exact={RefundStatus.APPROVED}",
         "paid": console + "#waiting-title",
         "preparation_failed": console + "#failed-title",
-        "node": reverse("admin:provisioning_node_changelist"),
+        "node": reverse("admin:fleet_node_changelist"),
         "move": console + "#moves-title",
         "move_files": console + "#moves-title",
         "downtime": console + "#downtime-title",

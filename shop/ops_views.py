@@ -15,13 +15,14 @@ from django.utils import timezone
 from django.utils.translation import npgettext, pgettext
 from django.views.decorators.http import require_POST
 
+from fleet.models import Node, NodeState
 from orders.models import Order, OrderStatus
 from payments.amount_text import movement_units_text, with_asset
 from payments.models import UnexpectedOutflow
 from payments.outflows import outflow_acknowledge
 from provisioning.auto_prepare import preparation_stop, started_automatically
 from provisioning.downtime import DecisionRefused, downtime_hold_decide, downtime_holds_waiting
-from provisioning.models import DowntimeHold, Node, NodeMove, NodeState, PreparationRun, RunStatus
+from provisioning.models import DowntimeHold, NodeMove, PreparationRun, RunStatus
 from provisioning.moves import (
     MoveRefused,
     ReleaseRefused,

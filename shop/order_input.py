@@ -137,4 +137,5 @@ def build_order_request(data: dict[str, Any], *, language: str) -> OrderRequest:
         language=language[:2] if language else "en",
         hypothesis_kind=resolved["hypothesis_kind"],
         hypothesis_text=(data.get("hypothesis") or "").strip(),
+        expected_total_usd=data.get("expected_total_usd"),
     )

@@ -23,10 +23,11 @@ from typing import TypedDict
 from django.utils.dateparse import parse_datetime
 
 from core.prepared import CompiledRead, Row, prepared_rows
+from fleet.models import Node
 from orders.models import Extension, Order, SshKeyChange
 from orders.orders import order_token_opens
 from payments.models import Credit, Notice, PaymentRequest, Refund
-from provisioning.models import AccessGrant, Manifest, Node, NodeHealth, PreparationRun
+from provisioning.models import AccessGrant, Manifest, NodeHealth, PreparationRun
 
 # Bump when the representation changes shape, so that no browser keeps a body of the previous release.
 REPRESENTATION_REVISION = "4"  # 2: the credits (time given back); 3: nodes_health; 4: ssh_config

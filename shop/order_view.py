@@ -13,6 +13,7 @@ from eth_utils import to_checksum_address
 from orders.credit_lines import credits_api
 from orders.models import Extension, Order, OrderStatus
 from orders.order_links import order_status_path
+from payments.checkout import order_first_payment
 from payments.models import PaymentRequest, PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.quotes import eip681_uri, format_units
@@ -28,7 +29,7 @@ LIVE_PAYMENT_STATUSES = (PaymentStatus.PENDING, PaymentStatus.DETECTED)
 
 def payment_representation(order: Order, version: OrderVersion) -> dict[str, Any]:
     """The order's first payment, its notices and transactions as the version query found them."""
-    payment = order.payment
+    payment = order_first_payment(order)
     return payment_fields(
         payment, notices=version.notices.get(payment.pk, 0), tx_hashes=version.tx_hashes.get(payment.pk, [])
     )

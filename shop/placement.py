@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import partial
 
 from django.db import IntegrityError, transaction
@@ -22,6 +23,7 @@ from orders.models import Duration, Order, Preparation, order_total_usd
 from orders.order_links import order_access_token
 from orders.orders import order_open, orders_expire_overdue_locked
 from orders.outbox import email_enqueue
+from orders.price_guard import price_as_expected
 from payments.checkout import PreparedQuote, payment_deadline, payment_request_open, quote_prepare
 from payments.models import Asset
 from payments.quotes import QuoteError
@@ -46,6 +48,7 @@ class OrderRequest:
     language: str
     hypothesis_kind: str = ""
     hypothesis_text: str = ""
+    expected_total_usd: Decimal | None = None  # the total the customer saw: another price is refused
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class PlacedOrder:
 
 def order_quote(*, request: OrderRequest) -> PreparedQuote:
     total = order_total_usd(lots=request.lots, price_per_lot_usd=request.duration.price_per_lot_usd)
+    price_as_expected(expected_usd=request.expected_total_usd, total_usd=total)
     try:
         return quote_prepare(asset=request.asset, amount_usd=total)
     except QuoteError as exc:

@@ -33,6 +33,7 @@ from orders.key_change import KeyChangeRefused, key_change_unapplied, key_replac
 from orders.models import HypothesisKind, Order, OrderStatus, order_total_usd
 from orders.order_links import order_key_form_path, order_status_path
 from orders.orders import order_for_token
+from payments.checkout import order_first_payment
 from payments.models import Network, Notice, PaymentStatus, Refund
 from payments.networks import finality_description
 from payments.notices import payment_notice_submit
@@ -453,7 +454,7 @@ def _extendable(order: Order) -> bool:
 
 def _extend_form(order: Order, data: QueryDict | None = None) -> ExtendForm:
     catalog = catalog_data()
-    first = order.payment.asset
+    first = order_first_payment(order).asset
     initial = {"duration_days": order.duration_days, "payment_option": f"{first.network.slug}:{first.symbol}"}
     return ExtendForm(data, initial=initial, durations=catalog.durations, networks=catalog.networks)
 

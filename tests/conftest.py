@@ -44,7 +44,6 @@ SLOW_MODULES = frozenset(
         "tests/faults/test_broker_down.py",  # gunicorn, workers, beat
         "tests/faults/test_database_restart.py",  # gunicorn, a private PostgreSQL
         "tests/faults/test_worker_killed.py",  # workers
-        "tests/project/test_types.py",  # mypy
         "tests/project/test_layers.py",  # lint-imports
         "tests/project/test_newcomer_journey.py",  # `make run` from a fresh checkout
         "tests/project/test_make_run_torch.py",

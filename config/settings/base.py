@@ -51,7 +51,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
-    "orders",  # the order domain (app label "shop": its tables keep their names)
+    "fleet",  # the nodes
+    "orders",  # the order domain
     "shop",  # the storefront
     "payments",
     "provisioning",
@@ -61,7 +62,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "core.metrics_http.RequestLatencyMiddleware",  # first: the latency it measures includes every other one
+    "core.request_id.RequestIdMiddleware",  # first: every other one and every log line knows the request's id
+    "core.metrics_http.RequestLatencyMiddleware",  # the latency it measures includes every other one
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -310,6 +312,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "core.api_errors.api_exception_handler",  # each error's stable `code`
     # DRF's parsers, but JSON nested too deeply is a 400 before it reaches the decoder (core/api_parsers.py).
     "DEFAULT_PARSER_CLASSES": [
         "core.api_parsers.JSONParser",

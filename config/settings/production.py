@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from config.settings.base import *  # noqa: F403
+from config.settings.base import MIDDLEWARE as BASE_MIDDLEWARE
 from config.settings.env import env_bool, env_int
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # With DEBUG off the development keys and hosts are refused at start-up, as in every settings module
 # (config/apps.py, after this module's values are final).
 
-# Static files served by the web process itself, compressed and with hashed names.
-MIDDLEWARE = [*MIDDLEWARE[:2], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[2:]]  # noqa: F405
+# Static files served by the web process itself, compressed and with hashed names: WhiteNoise right after
+# SecurityMiddleware, as it asks (a new list: base's stays as it is).
+_BASE_MIDDLEWARE = list(BASE_MIDDLEWARE)
+_AFTER_SECURITY = _BASE_MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1
+MIDDLEWARE = [*_BASE_MIDDLEWARE[:_AFTER_SECURITY], "whitenoise.middleware.WhiteNoiseMiddleware"]
+MIDDLEWARE += _BASE_MIDDLEWARE[_AFTER_SECURITY:]
 STORAGES = {
     **STORAGES,  # noqa: F405
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

@@ -28,6 +28,7 @@ class Migration(migrations.Migration):
                 ('active', models.BooleanField(default=True)),
             ],
             options={
+                'db_table': 'shop_duration',
                 'ordering': ['days'],
             },
             bases=(orders.models.LocalizedTextMixin, models.Model),
@@ -42,6 +43,7 @@ class Migration(migrations.Migration):
                 ('memory_type', models.CharField(default='HBM3e', max_length=40)),
             ],
             options={
+                'db_table': 'shop_lotspec',
                 'verbose_name': 'lot specification',
             },
         ),
@@ -60,6 +62,7 @@ class Migration(migrations.Migration):
                 ('active', models.BooleanField(default=True)),
             ],
             options={
+                'db_table': 'shop_preparation',
                 'ordering': ['position', 'slug'],
             },
             bases=(orders.models.LocalizedTextMixin, models.Model),
@@ -89,10 +92,11 @@ class Migration(migrations.Migration):
                 ('terms_accepted_at', models.DateTimeField()),
                 ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
-                ('duration', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='shop.duration')),
-                ('preparation', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='shop.preparation')),
+                ('duration', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='orders.duration')),
+                ('preparation', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='orders.preparation')),
             ],
             options={
+                'db_table': 'shop_order',
                 'ordering': ['-created_at'],
             },
         ),
@@ -105,9 +109,10 @@ class Migration(migrations.Migration):
                 ('to_status', models.CharField(choices=[('awaiting_payment', 'Awaiting payment'), ('payment_reported', 'Payment reported'), ('paid', 'Paid'), ('needs_review', 'Needs review'), ('expired', 'Expired'), ('cancelled', 'Cancelled'), ('preparing', 'Preparing'), ('preparation_failed', 'Preparation failed'), ('active', 'Active'), ('ended', 'Ended')], max_length=24)),
                 ('actor', models.CharField(help_text="customer, system, or the staff user's name", max_length=150)),
                 ('reason', models.TextField(blank=True)),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='shop.order')),
+                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='orders.order')),
             ],
             options={
+                'db_table': 'shop_orderevent',
                 'ordering': ['created_at', 'pk'],
             },
         ),
@@ -120,8 +125,9 @@ class Migration(migrations.Migration):
                 ('released_at', models.DateTimeField(blank=True, null=True)),
                 ('release_reason', models.CharField(blank=True, max_length=200)),
                 ('node', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='reservations', to='provisioning.node')),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reservations', to='shop.order')),
+                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reservations', to='orders.order')),
             ],
+            options={'db_table': 'shop_reservation'},
         ),
         migrations.AddIndex(
             model_name='order',

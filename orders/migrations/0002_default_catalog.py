@@ -47,9 +47,9 @@ PREPARATIONS = [
 
 
 def create_catalog(apps, schema_editor):
-    LotSpec = apps.get_model("shop", "LotSpec")
-    Duration = apps.get_model("shop", "Duration")
-    Preparation = apps.get_model("shop", "Preparation")
+    LotSpec = apps.get_model("orders", "LotSpec")
+    Duration = apps.get_model("orders", "Duration")
+    Preparation = apps.get_model("orders", "Preparation")
     if not LotSpec.objects.exists():
         LotSpec.objects.create(gpu_model="NVIDIA B200", gpus_per_lot=2, gpu_memory_gb=180, memory_type="HBM3e")
     for days, price, en, es, fr in DURATIONS:
@@ -69,5 +69,5 @@ def create_catalog(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("shop", "0001_initial")]
+    dependencies = [("orders", "0001_initial")]
     operations = [migrations.RunPython(create_catalog, migrations.RunPython.noop)]

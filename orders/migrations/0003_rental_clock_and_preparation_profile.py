@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0002_default_catalog'),
+        ('orders', '0002_default_catalog'),
     ]
 
     operations = [

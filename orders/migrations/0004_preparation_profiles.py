@@ -23,11 +23,11 @@ PROFILES = {
 
 
 def set_profiles(apps, schema_editor):
-    Preparation = apps.get_model("shop", "Preparation")
+    Preparation = apps.get_model("orders", "Preparation")
     for slug, profile in PROFILES.items():
         Preparation.objects.filter(slug=slug, preflight_profile={}).update(preflight_profile=profile)
 
 
 class Migration(migrations.Migration):
-    dependencies = [("shop", "0003_rental_clock_and_preparation_profile")]
+    dependencies = [("orders", "0003_rental_clock_and_preparation_profile")]
     operations = [migrations.RunPython(set_profiles, migrations.RunPython.noop)]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0004_preparation_profiles'),
+        ('orders', '0004_preparation_profiles'),
     ]
 
     operations = [

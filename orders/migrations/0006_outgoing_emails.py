@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0005_personal_data_erasure'),
+        ('orders', '0005_personal_data_erasure'),
     ]
 
     operations = [
@@ -23,9 +23,10 @@ class Migration(migrations.Migration):
                 ('attempts', models.PositiveSmallIntegerField(default=0)),
                 ('last_error', models.CharField(blank=True, max_length=300)),
                 ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='emails', to='shop.order')),
+                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='emails', to='orders.order')),
             ],
             options={
+                'db_table': 'shop_outgoingemail',
                 'ordering': ['created_at', 'pk'],
                 'indexes': [models.Index(fields=['sent_at', 'created_at'], name='outgoing_email_due')],
             },

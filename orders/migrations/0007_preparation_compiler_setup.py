@@ -43,15 +43,15 @@ PREPARATIONS = ("pytorch-blackwell", "two-card-distributed")
 
 
 def add_compiler_setup(apps, schema_editor):
-    Preparation = apps.get_model("shop", "Preparation")
+    Preparation = apps.get_model("orders", "Preparation")
     Preparation.objects.filter(slug__in=PREPARATIONS, setup_script="").update(setup_script=COMPILER_SETUP)
 
 
 def remove_compiler_setup(apps, schema_editor):
-    Preparation = apps.get_model("shop", "Preparation")
+    Preparation = apps.get_model("orders", "Preparation")
     Preparation.objects.filter(slug__in=PREPARATIONS, setup_script=COMPILER_SETUP).update(setup_script="")
 
 
 class Migration(migrations.Migration):
-    dependencies = [("shop", "0006_outgoing_emails")]
+    dependencies = [("orders", "0006_outgoing_emails")]
     operations = [migrations.RunPython(add_compiler_setup, remove_compiler_setup)]

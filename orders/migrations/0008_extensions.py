@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0007_preparation_compiler_setup'),
+        ('orders', '0007_preparation_compiler_setup'),
     ]
 
     operations = [
@@ -26,9 +26,10 @@ class Migration(migrations.Migration):
                 ('applied_at', models.DateTimeField(blank=True, null=True)),
                 ('ends_at_before', models.DateTimeField(blank=True, null=True)),
                 ('ends_at_after', models.DateTimeField(blank=True, null=True)),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='extensions', to='shop.order')),
+                ('order', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='extensions', to='orders.order')),
             ],
             options={
+                'db_table': 'shop_extension',
                 'ordering': ['created_at', 'pk'],
             },
         ),
@@ -41,9 +42,10 @@ class Migration(migrations.Migration):
                 ('reason', models.TextField(blank=True)),
                 ('from_status', models.CharField(blank=True, choices=[('awaiting_payment', 'Awaiting payment'), ('payment_reported', 'Payment reported'), ('needs_review', 'Needs review'), ('applied', 'Applied'), ('expired', 'Expired')], max_length=24)),
                 ('to_status', models.CharField(choices=[('awaiting_payment', 'Awaiting payment'), ('payment_reported', 'Payment reported'), ('needs_review', 'Needs review'), ('applied', 'Applied'), ('expired', 'Expired')], max_length=24)),
-                ('extension', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='shop.extension')),
+                ('extension', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='orders.extension')),
             ],
             options={
+                'db_table': 'shop_extensionevent',
                 'ordering': ['created_at', 'pk'],
                 'abstract': False,
             },

@@ -8,7 +8,7 @@ from core.email_address import EmailAddressInvalid, email_match_key, email_norma
 def normalise_stored_emails(apps, schema_editor):
     """Each order's address in its normalised form, with its match key; an address the rules refuse (a look-alike
     accepted before them, an erased order's) keeps its text and gets the key "", which no lookup matches."""
-    Order = apps.get_model("shop", "Order")
+    Order = apps.get_model("orders", "Order")
     batch = []
     for order in Order.objects.only("pk", "email").iterator(chunk_size=1000):
         try:
@@ -25,7 +25,7 @@ def normalise_stored_emails(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0008_extensions'),
+        ('orders', '0008_extensions'),
     ]
 
     operations = [

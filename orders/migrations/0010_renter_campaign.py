@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("provisioning", "0011_renter_campaign"),
-        ("shop", "0009_order_email_key"),
+        ("orders", "0009_order_email_key"),
     ]
 
     operations = [
@@ -26,11 +26,12 @@ class Migration(migrations.Migration):
                 (
                     "order",
                     models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="key_changes", to="shop.order"
+                        on_delete=django.db.models.deletion.CASCADE, related_name="key_changes", to="orders.order"
                     ),
                 ),
             ],
             options={
+                "db_table": "shop_sshkeychange",
                 "ordering": ["created_at", "pk"],
             },
         ),
@@ -67,11 +68,12 @@ class Migration(migrations.Migration):
                 (
                     "order",
                     models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT, related_name="credits", to="shop.order"
+                        on_delete=django.db.models.deletion.PROTECT, related_name="credits", to="orders.order"
                     ),
                 ),
             ],
             options={
+                "db_table": "shop_rentalcredit",
                 "ordering": ["created_at", "pk"],
                 "constraints": [
                     models.UniqueConstraint(

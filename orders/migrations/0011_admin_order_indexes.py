@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0010_renter_campaign'),
+        ('orders', '0010_renter_campaign'),
     ]
 
     operations = [

@@ -6,6 +6,6 @@ from core.tallies.triggers import tally_kept
 
 
 class Migration(migrations.Migration):
-    dependencies = [("shop", "0011_admin_order_indexes"), ("tallies", "0001_tally")]
+    dependencies = [("orders", "0011_admin_order_indexes"), ("tallies", "0001_tally")]
 
     operations = [tally_kept(table="shop_order", name="shop_orders", column="status")]

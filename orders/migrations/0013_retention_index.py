@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0012_order_status_tally'),
+        ('orders', '0012_order_status_tally'),
     ]
 
     operations = [

@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('provisioning', '0016_staff_labels_translated'),
-        ('shop', '0013_retention_index'),
+        ('orders', '0013_retention_index'),
     ]
 
     operations = [
@@ -91,7 +91,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='extension',
             name='order',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='extensions', to='shop.order', verbose_name='order'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='extensions', to='orders.order', verbose_name='order'),
         ),
         migrations.AlterField(
             model_name='extension',
@@ -121,7 +121,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='extensionevent',
             name='extension',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='shop.extension', verbose_name='extension'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='orders.extension', verbose_name='extension'),
         ),
         migrations.AlterField(
             model_name='extensionevent',
@@ -156,7 +156,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='order',
             name='duration',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='shop.duration', verbose_name='duration'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='orders.duration', verbose_name='duration'),
         ),
         migrations.AlterField(
             model_name='order',
@@ -231,7 +231,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='order',
             name='preparation',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='shop.preparation', verbose_name='preparation'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='orders', to='orders.preparation', verbose_name='preparation'),
         ),
         migrations.AlterField(
             model_name='order',
@@ -291,7 +291,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='orderevent',
             name='order',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='shop.order', verbose_name='order'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='orders.order', verbose_name='order'),
         ),
         migrations.AlterField(
             model_name='orderevent',
@@ -351,7 +351,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='rentalcredit',
             name='order',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='credits', to='shop.order', verbose_name='order'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='credits', to='orders.order', verbose_name='order'),
         ),
         migrations.AlterField(
             model_name='rentalcredit',
@@ -381,7 +381,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='reservation',
             name='order',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reservations', to='shop.order', verbose_name='order'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reservations', to='orders.order', verbose_name='order'),
         ),
         migrations.AlterField(
             model_name='reservation',

@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('shop', '0002_default_catalog'),
+        ('orders', '0002_default_catalog'),
     ]
 
     operations = [
@@ -92,7 +92,7 @@ class Migration(migrations.Migration):
                 ('reviewed_by', models.CharField(blank=True, max_length=150)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('asset', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='payment_requests', to='payments.asset')),
-                ('order', models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, related_name='payment', to='shop.order')),
+                ('order', models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, related_name='payment', to='orders.order')),
             ],
             options={
                 'ordering': ['-created_at'],

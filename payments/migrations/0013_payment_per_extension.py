@@ -8,19 +8,19 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('payments', '0012_network_rpc_errors_and_lag_budget'),
-        ('shop', '0008_extensions'),
+        ('orders', '0008_extensions'),
     ]
 
     operations = [
         migrations.AddField(
             model_name='paymentrequest',
             name='extension',
-            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='payment', to='shop.extension'),
+            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='payment', to='orders.extension'),
         ),
         migrations.AlterField(
             model_name='paymentrequest',
             name='order',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='payments', to='shop.order'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='payments', to='orders.order'),
         ),
         migrations.AddConstraint(
             model_name='paymentrequest',

@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('payments', '0017_coin_baseline'),
-        ('shop', '0010_renter_campaign'),
+        ('orders', '0010_renter_campaign'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('payments', '0018_history_indexes'),
-        ('shop', '0011_admin_order_indexes'),
+        ('orders', '0011_admin_order_indexes'),
     ]
 
     operations = [

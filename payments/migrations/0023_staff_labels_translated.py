@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('payments', '0022_gas_ledger_index'),
-        ('shop', '0013_retention_index'),
+        ('orders', '0013_retention_index'),
     ]
 
     operations = [
@@ -438,7 +438,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='paymentrequest',
             name='extension',
-            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='payment', to='shop.extension', verbose_name='extension'),
+            field=models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='payment', to='orders.extension', verbose_name='extension'),
         ),
         migrations.AlterField(
             model_name='paymentrequest',
@@ -458,7 +458,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='paymentrequest',
             name='order',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='payments', to='shop.order', verbose_name='order'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='payments', to='orders.order', verbose_name='order'),
         ),
         migrations.AlterField(
             model_name='paymentrequest',

@@ -22,7 +22,7 @@ from provisioning.drivers.base import (
 )
 
 if TYPE_CHECKING:
-    from provisioning.models import Node
+    from fleet.models import Node
 
 __all__ = [
     "CommandResult",

@@ -101,7 +101,7 @@ class Driver:
     def __enter__(self) -> Driver:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -51,6 +51,7 @@ class LocalDriver(Driver):
                 stdout, stderr = process.communicate(timeout=5)
             except subprocess.TimeoutExpired as late:  # a process that left the group still holds the pipes
                 stdout, stderr = late.stdout or b"", late.stderr or b""
+                assert process.stdout is not None and process.stderr is not None  # both opened as PIPE above
                 process.stdout.close()
                 process.stderr.close()
                 process.wait()

@@ -18,6 +18,7 @@ import stat
 import time
 
 import paramiko
+from paramiko.ssh_exception import IncompatiblePeer
 
 from provisioning.drivers.base import (
     CommandResult,
@@ -119,7 +120,7 @@ class SSHDriver(Driver):
             try:
                 # Returns without an exception when the timeout passes first: checked below.
                 transport.start_client(timeout=self.connect_timeout)
-            except paramiko.IncompatiblePeer as error:
+            except IncompatiblePeer as error:
                 if "host key" in str(error):
                     raise HostKeyMismatch(
                         f"{self.description} has no {self._pinned_type} host key, the type of the pinned key "
@@ -176,9 +177,12 @@ class SSHDriver(Driver):
     def _sftp(self) -> paramiko.SFTPClient:
         if self._sftp_client is None:
             try:
-                self._sftp_client = paramiko.SFTPClient.from_transport(self._live_transport())
+                client = paramiko.SFTPClient.from_transport(self._live_transport())
             except (paramiko.SSHException, OSError, EOFError) as error:
                 raise DriverError(f"{self.description}: SFTP is not available: {error}") from error
+            if client is None:  # the server refused the session channel
+                raise DriverError(f"{self.description}: SFTP is not available: no channel")
+            self._sftp_client = client
         return self._sftp_client
 
     def _live_transport(self) -> paramiko.Transport:
@@ -269,7 +273,8 @@ class SSHDriver(Driver):
         missing = []
         while directory not in ("", "/"):
             try:
-                if not stat.S_ISDIR(self._sftp.stat(directory).st_mode):
+                mode = self._sftp.stat(directory).st_mode  # None: the server sent no permissions
+                if mode is None or not stat.S_ISDIR(mode):
                     raise DriverError(f"{directory} on {self.description} is not a directory")
                 break
             except FileNotFoundError:

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('provisioning', '0001_initial'),
-        ('shop', '0003_rental_clock_and_preparation_profile'),
+        ('orders', '0003_rental_clock_and_preparation_profile'),
     ]
 
     operations = [
@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
                 ('signature', models.CharField(help_text='Ed25519 over the canonical JSON, base64.', max_length=200)),
                 ('public_key', models.CharField(max_length=100)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('order', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='manifest', to='shop.order')),
+                ('order', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='manifest', to='orders.order')),
             ],
         ),
         migrations.CreateModel(
@@ -58,7 +58,7 @@ class Migration(migrations.Migration):
                 ('revoked_at', models.DateTimeField(blank=True, null=True)),
                 ('reminders_sent', models.JSONField(blank=True, default=list, help_text='Hours before the end already reminded.')),
                 ('node', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='access_grants', to='provisioning.node')),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='access_grants', to='shop.order')),
+                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='access_grants', to='orders.order')),
             ],
             options={
                 'ordering': ['granted_at'],
@@ -81,7 +81,7 @@ class Migration(migrations.Migration):
                 ('started_at', models.DateTimeField(blank=True, null=True)),
                 ('finished_at', models.DateTimeField(blank=True, null=True)),
                 ('node', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='preparation_runs', to='provisioning.node')),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='preparation_runs', to='shop.order')),
+                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='preparation_runs', to='orders.order')),
             ],
             options={
                 'ordering': ['-created_at'],

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('provisioning', '0007_node_scratch_paths'),
-        ('shop', '0007_preparation_compiler_setup'),
+        ('orders', '0007_preparation_compiler_setup'),
     ]
 
     operations = [
@@ -32,7 +32,7 @@ class Migration(migrations.Migration):
                 ('report', models.JSONField(blank=True, null=True)),
                 ('report_sha256', models.CharField(blank=True, max_length=64)),
                 ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='checks', to='provisioning.node')),
-                ('preparation', models.ForeignKey(blank=True, help_text="A recheck runs this preparation's setup step and preflight profile.", null=True, on_delete=django.db.models.deletion.SET_NULL, to='shop.preparation')),
+                ('preparation', models.ForeignKey(blank=True, help_text="A recheck runs this preparation's setup step and preflight profile.", null=True, on_delete=django.db.models.deletion.SET_NULL, to='orders.preparation')),
             ],
             options={
                 'ordering': ['-created_at'],

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("provisioning", "0010_node_help_points_at_docs"),
-        ("shop", "0009_order_email_key"),
+        ("orders", "0009_order_email_key"),
     ]
 
     operations = [
@@ -104,7 +104,7 @@ class Migration(migrations.Migration):
                 (
                     "order",
                     models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT, related_name="node_moves", to="shop.order"
+                        on_delete=django.db.models.deletion.PROTECT, related_name="node_moves", to="orders.order"
                     ),
                 ),
                 (
@@ -207,7 +207,7 @@ class Migration(migrations.Migration):
                         null=True,
                         on_delete=django.db.models.deletion.SET_NULL,
                         related_name="health_probes",
-                        to="shop.order",
+                        to="orders.order",
                     ),
                 ),
             ],

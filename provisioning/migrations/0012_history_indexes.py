@@ -7,7 +7,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('provisioning', '0011_renter_campaign'),
-        ('shop', '0010_renter_campaign'),
+        ('orders', '0010_renter_campaign'),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('provisioning', '0014_move_old_files_kept'),
-        ('shop', '0013_retention_index'),
+        ('orders', '0013_retention_index'),
     ]
 
     operations = [
@@ -24,9 +24,9 @@ class Migration(migrations.Migration):
                 ('decision', models.CharField(blank=True, choices=[('', 'undecided'), ('credited', 'credited'), ('declined', 'declined')], max_length=16)),
                 ('decided_by', models.CharField(blank=True, max_length=150)),
                 ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('credit', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='shop.rentalcredit')),
+                ('credit', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='orders.rentalcredit')),
                 ('node', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='downtime_holds', to='provisioning.node')),
-                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='downtime_holds', to='shop.order')),
+                ('order', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='downtime_holds', to='orders.order')),
             ],
             options={
                 'ordering': ['created_at'],

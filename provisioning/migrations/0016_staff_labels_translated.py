@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('provisioning', '0015_downtime_hold'),
-        ('shop', '0013_retention_index'),
+        ('orders', '0013_retention_index'),
     ]
 
     operations = [
@@ -96,7 +96,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='accessgrant',
             name='order',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='access_grants', to='shop.order', verbose_name='order'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='access_grants', to='orders.order', verbose_name='order'),
         ),
         migrations.AlterField(
             model_name='accessgrant',
@@ -136,7 +136,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='manifest',
             name='order',
-            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='manifest', to='shop.order', verbose_name='order'),
+            field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='manifest', to='orders.order', verbose_name='order'),
         ),
         migrations.AlterField(
             model_name='manifest',
@@ -281,7 +281,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='nodecheck',
             name='preparation',
-            field=models.ForeignKey(blank=True, help_text="A recheck runs this preparation's setup step and preflight profile.", null=True, on_delete=django.db.models.deletion.SET_NULL, to='shop.preparation', verbose_name='preparation'),
+            field=models.ForeignKey(blank=True, help_text="A recheck runs this preparation's setup step and preflight profile.", null=True, on_delete=django.db.models.deletion.SET_NULL, to='orders.preparation', verbose_name='preparation'),
         ),
         migrations.AlterField(
             model_name='nodecheck',
@@ -401,7 +401,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='preparationrun',
             name='order',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='preparation_runs', to='shop.order', verbose_name='order'),
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='preparation_runs', to='orders.order', verbose_name='order'),
         ),
         migrations.AlterField(
             model_name='preparationrun',

@@ -20,6 +20,7 @@ from tests.browser.checks import (
     axe_missing,
     chromium_missing,
 )
+from tests.placing import order_posted
 from tests.sshd import sandbox_sshd  # noqa: F401 - the session fixture
 
 OPERATOR_PASSWORD = "a-long-operator-password"
@@ -145,3 +146,33 @@ def rental_started(reference: str) -> None:
         order.active_since, order.ends_at = now, now + dt.timedelta(days=order.duration_days)
         order.save(update_fields=["active_since", "ends_at"])
         order_transition(order=order, to="active", actor="system", reason="every node passed its preflight")
+
+
+def order_placed(
+    shop: Shop, order_payload: dict, *, asset: str = "USDC", language: str | None = None, **fields
+) -> dict:
+    """An order placed through the API as the customer's browser would, with the customer's own SSH key, paid in
+    `asset`, in `language` (else the API's default); `fields` override the payload's. The 201 body: it carries the
+    order's private link."""
+    from django.test import Client
+
+    body = {**order_payload, "asset": asset, "ssh_public_key": shop.customer_public_key, **fields}
+    if language is not None:
+        body["language"] = language
+    return order_posted(Client(), body)
+
+
+def paid_on_the_chain(shop: Shop, *sends) -> list[str]:  # noqa: ANN002 - PaymentRequests, or (PaymentRequest, amount)
+    """Each payment request (or `(request, amount)`: that many whole units, else its whole quote) paid from the local
+    chain's funded account to its deposit address; then two more blocks, which make the transfers final, and one
+    verification pass (`scan_payments`) that finds them all. The transfers' tx hashes, in order."""
+    from payments.devnet import devnet_pay
+    from payments.networks import rpc_client
+
+    tx_hashes = []
+    for send in sends:
+        payment, amount = send if isinstance(send, tuple) else (send, None)
+        tx_hashes.append(devnet_pay(client=rpc_client(payment.asset.network), payment=payment, amount=amount))
+    shop.anvil.mine(2)
+    call_command("scan_payments")
+    return tx_hashes

@@ -8,9 +8,10 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
+
+from tests.browser.conftest import order_placed, paid_on_the_chain
 
 LANGUAGES = ["en", "es", "fr"]
 CUSTOMER_WALLET = "0x52908400098527886E0F7030069857D2E4169EE7"
@@ -45,19 +46,14 @@ def place(shop, order_payload, language: str) -> tuple[dict, object]:
     """An order for one lot in USDC, placed through the API: (its 201 body, its payment request)."""
     from payments.models import PaymentRequest
 
-    body = {**order_payload, "asset": "USDC", "ssh_public_key": shop.customer_public_key, "language": language}
-    answer = Client().post("/api/v1/orders/", body, content_type="application/json")
-    assert answer.status_code == 201, answer.content
-    placed = answer.json()
+    placed = order_placed(shop, order_payload, language=language)
     return placed, PaymentRequest.objects.get(order__reference=placed["reference"])
 
 
 def seed(shop, order_payload) -> World:
     """Three late payments in full (one per language), two overpaid orders (one refund waiting for a reviewer,
     one approved for the signer) and an order paid exactly, all sent on the chain and found by one scan."""
-    from payments.devnet import devnet_pay
     from payments.models import PaymentRequest, Refund
-    from payments.networks import rpc_client
     from payments.refunds import refund_decide
     from provisioning.models import Node
 
@@ -74,11 +70,7 @@ def seed(shop, order_payload) -> World:
     sent += [(payment, payment.amount + Decimal("2.5")) for _placed, payment in overpaid]
     paid_body, world.paid = place(shop, order_payload, "en")
     sent.append((world.paid, None))
-    client = rpc_client(world.paid.asset.network)
-    for payment, amount in sent:
-        devnet_pay(client=client, payment=payment, amount=amount)
-    shop.anvil.mine(2)
-    call_command("scan_payments")
+    paid_on_the_chain(shop, *sent)
     # The customers give their refund address on the order page (the API); a reviewer approved one of them
     refunds = []
     for placed, payment in overpaid:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import pytest
-from django.test import Client
+
+from tests.browser.conftest import order_placed
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -20,15 +21,7 @@ def test_the_order_page_polls_with_if_none_match_and_shows_a_change_in_place(ope
 
     # Given an order awaiting payment, its page open in a browser that records each poll of the order API
     Node.objects.create(name="polling-node", driver="local", host="127.0.0.1")
-    placed = (
-        Client()
-        .post(
-            "/api/v1/orders/",
-            {**order_payload, "asset": "USDC", "ssh_public_key": shop.customer_public_key},
-            content_type="application/json",
-        )
-        .json()
-    )
+    placed = order_placed(shop, order_payload)
     api_path = f"/api/v1/orders/{placed['reference']}/"
     polls: list[tuple[int, str | None, str | None]] = []
     page = open_context("en").new_page()

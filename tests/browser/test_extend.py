@@ -8,31 +8,20 @@ import datetime as dt
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
 
 from tests.browser.checks import nu_clean
-from tests.browser.conftest import rental_started
+from tests.browser.conftest import order_placed, paid_on_the_chain, rental_started
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def active_order(shop, order_payload) -> dict:
     """A USDC order placed through the API, paid on the local chain, and handed over (its rental running)."""
-    from payments.devnet import devnet_pay
     from payments.models import PaymentRequest
-    from payments.networks import rpc_client
 
-    answer = Client().post(
-        "/api/v1/orders/",
-        {**order_payload, "asset": "USDC", "ssh_public_key": shop.customer_public_key},
-        content_type="application/json",
-    )
-    assert answer.status_code == 201, answer.content
-    placed = answer.json()
+    placed = order_placed(shop, order_payload)
     payment = PaymentRequest.objects.get(order__reference=placed["reference"], extension=None)
-    devnet_pay(client=rpc_client(payment.asset.network), payment=payment)
-    shop.anvil.mine(2)
-    call_command("scan_payments")
+    paid_on_the_chain(shop, payment)
     rental_started(placed["reference"])
     return placed
 

@@ -9,11 +9,11 @@ import re
 
 import pytest
 from django.core import mail
-from django.test import Client
 from django.utils import translation
 from django.utils.translation import gettext
 
 from tests.browser.checks import nu_clean
+from tests.browser.conftest import order_placed
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -31,19 +31,8 @@ def place(shop, order_payload, language: str) -> str:
     from provisioning.models import Node
 
     Node.objects.create(name=f"lookup-node-{language}", driver="local", host="127.0.0.1")
-    answer = Client().post(
-        "/api/v1/orders/",
-        {
-            **order_payload,
-            "asset": "USDC",
-            "ssh_public_key": shop.customer_public_key,
-            "email": f"Customer.{language}@example.org",
-            "language": language,
-        },
-        content_type="application/json",
-    )
-    assert answer.status_code == 201, answer.content
-    return answer.json()["reference"]
+    placed = order_placed(shop, order_payload, language=language, email=f"Customer.{language}@example.org")
+    return placed["reference"]
 
 
 def test_a_customer_finds_their_order_by_email_in_each_language(open_context, page_checks, shop, order_payload):

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
-from django.test import Client
 from django.utils import translation
 from django.utils.translation import gettext
 
 from tests.browser.checks import nu_clean
+from tests.browser.conftest import order_placed
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -32,10 +32,7 @@ OPTIONS_REFUSED = 'Paste the key alone: options before it, such as command="..."
 def test_a_customer_replaces_the_key_from_the_order_page(open_context, page_checks, shop, order_payload, language):
     from orders.models import Order
 
-    body = {**order_payload, "ssh_public_key": shop.customer_public_key}
-    answer = Client().post("/api/v1/orders/", body, content_type="application/json")
-    assert answer.status_code == 201, answer.content
-    placed = answer.json()
+    placed = order_placed(shop, order_payload, asset="ETH")
     page = open_context(language).new_page()
     try:
         # Given the customer's order page, with its "Replace SSH key" form

@@ -15,13 +15,12 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
 from django.utils import timezone, translation
 from django.utils.formats import number_format
 from django.utils.translation import gettext
 
 from tests.browser.checks import axe_clean, nu_clean
-from tests.browser.conftest import TIME_ZONES
+from tests.browser.conftest import TIME_ZONES, order_placed
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -53,17 +52,6 @@ def phone(browser, live_server):
     yield open_
     for context in contexts:
         context.close()
-
-
-def place(shop, order_payload, *, asset: str = "USDC", language: str = "en") -> dict:
-    """An order placed through the API, as a customer's browser would: the answer carries the private link."""
-    answer = Client().post(
-        "/api/v1/orders/",
-        {**order_payload, "asset": asset, "ssh_public_key": shop.customer_public_key, "language": language},
-        content_type="application/json",
-    )
-    assert answer.status_code == 201, answer.content
-    return answer.json()
 
 
 def translated(language: str, message: str) -> str:
@@ -98,7 +86,7 @@ def copied_by(page, button) -> str:
 def test_an_unpaid_order_on_a_phone_shows_the_whole_payment_on_its_first_screen(
     phone, page_checks, shop, order_payload, language
 ):
-    placed = place(shop, order_payload, asset="ETH", language=language)
+    placed = order_placed(shop, order_payload, asset="ETH", language=language)
     payment = payment_of(placed)
     page = phone(language)
     try:
@@ -146,7 +134,7 @@ def test_when_the_window_ends_the_card_goes_at_once_and_an_expired_order_offers_
     from orders.orders import orders_expire_overdue
     from payments.models import PaymentRequest
 
-    placed = place(shop, order_payload, language=language)
+    placed = order_placed(shop, order_payload, language=language)
     payment = payment_of(placed)
     PaymentRequest.objects.filter(pk=payment.pk).update(expires_at=timezone.now() + dt.timedelta(seconds=4))
     page = phone(language)
@@ -192,7 +180,7 @@ def test_i_have_paid_with_nothing_sent_asks_to_check_the_network_after_a_few_min
 ):
     from payments.models import Notice
 
-    placed = place(shop, order_payload, language=language)
+    placed = order_placed(shop, order_payload, language=language)
     page = phone(language)
     try:
         # Given a customer who presses "I have paid" without sending anything
@@ -227,7 +215,7 @@ def test_a_reload_after_a_bad_transaction_hash_reads_the_page_and_posts_nothing_
 ):
     from payments.models import Notice
 
-    placed = place(shop, order_payload, language=language)
+    placed = order_placed(shop, order_payload, language=language)
     page = phone(language)
     posts: list[str] = []
     page.on("request", lambda request: posts.append(request.url) if request.method == "POST" else None)
@@ -260,7 +248,7 @@ def test_a_wrong_token_leads_with_the_refund_address_to_give(phone, page_checks,
     from payments.devnet import devnet_mint
     from payments.networks import rpc_client
 
-    placed = place(shop, order_payload, language=language)
+    placed = order_placed(shop, order_payload, language=language)
     payment = payment_of(placed)
     page = phone(language)
     try:
@@ -300,7 +288,7 @@ def test_an_underpayment_seen_on_a_phone_asks_for_the_missing_amount_first_with_
     from payments.networks import rpc_client
     from payments.quotes import format_units
 
-    placed = place(shop, order_payload, asset="ETH", language=language)
+    placed = order_placed(shop, order_payload, asset="ETH", language=language)
     payment = payment_of(placed)
     page = phone(language)
     try:
@@ -355,7 +343,7 @@ def test_the_amount_the_script_writes_reads_as_the_server_writes_it(phone, shop,
     from payments.models import PaymentRequest
     from payments.quotes import format_units
 
-    placed = place(shop, order_payload, asset="ETH", language=language)
+    placed = order_placed(shop, order_payload, asset="ETH", language=language)
     payment = payment_of(placed)
     # Given the whole quote seen arriving, with more blocks on top than the 2 confirmations the network asks for
     # (a payment can wait on a person while blocks keep coming), as the scan records it
@@ -392,7 +380,7 @@ def test_a_cancelled_order_that_owes_a_refund_leads_with_it_on_a_phone(
     from orders.models import Order, OrderStatus
     from payments.models import Refund
 
-    placed = place(shop, order_payload, language=language)
+    placed = order_placed(shop, order_payload, language=language)
     payment = payment_of(placed)
     # Given a cancelled order whose refund has its address and waits for a reviewer
     Order.objects.filter(reference=placed["reference"]).update(status=OrderStatus.CANCELLED)

@@ -8,11 +8,10 @@ checker."""
 from __future__ import annotations
 
 import pytest
-from django.core.management import call_command
 from django.test import Client
 
 from tests.browser.checks import PHONE, nu_clean
-from tests.browser.conftest import rental_started
+from tests.browser.conftest import order_placed, paid_on_the_chain, rental_started
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -30,29 +29,17 @@ WIDEST = """() => ({
 
 def paid_order(shop, order_payload, language: str) -> tuple[dict, str]:
     """A USDC order placed through the API in `language` and paid in full, final; and the transfer's tx hash."""
-    from payments.devnet import devnet_pay
     from payments.models import Credit, PaymentRequest
-    from payments.networks import rpc_client
 
-    answer = Client().post(
-        "/api/v1/orders/",
-        {**order_payload, "asset": "USDC", "ssh_public_key": shop.customer_public_key, "language": language},
-        content_type="application/json",
-    )
-    assert answer.status_code == 201, answer.content
-    placed = answer.json()
+    placed = order_placed(shop, order_payload, language=language)
     payment = PaymentRequest.objects.get(order__reference=placed["reference"])
-    devnet_pay(client=rpc_client(payment.asset.network), payment=payment, amount=payment.amount)
-    shop.anvil.mine(2)
-    call_command("scan_payments")
+    paid_on_the_chain(shop, (payment, payment.amount))
     return placed, Credit.objects.get(payment=payment).tx_hash
 
 
 def extended_order(shop, order_payload, language: str) -> dict:
     """A paid USDC order, handed over, then extended by 3 days paid in USDC: the extension applied."""
     from orders.models import Extension, ExtensionStatus
-    from payments.devnet import devnet_pay
-    from payments.networks import rpc_client
 
     placed, _ = paid_order(shop, order_payload, language)
     rental_started(placed["reference"])
@@ -64,9 +51,7 @@ def extended_order(shop, order_payload, language: str) -> dict:
     )
     assert opened.status_code == 201, opened.content
     extension = Extension.objects.get(pk=opened.json()["id"])
-    devnet_pay(client=rpc_client(extension.payment.asset.network), payment=extension.payment)
-    shop.anvil.mine(2)
-    call_command("scan_payments")
+    paid_on_the_chain(shop, extension.payment)
     assert Extension.objects.get(pk=extension.pk).status == ExtensionStatus.APPLIED
     return placed
 

@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
 
 from tests.browser.checks import nu_clean
+from tests.browser.conftest import order_placed, paid_on_the_chain
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -21,21 +21,11 @@ PASSWORDS = {"rita": "a-long-reviewer-password", "tom": "a-long-treasurer-passwo
 
 def overpaid_order(shop, order_payload) -> tuple[dict, object]:
     """A USDC order placed through the API and paid 2.5 USDC too much, final: its refund is open."""
-    from payments.devnet import devnet_pay
     from payments.models import PaymentRequest, Refund
-    from payments.networks import rpc_client
 
-    answer = Client().post(
-        "/api/v1/orders/",
-        {**order_payload, "asset": "USDC", "ssh_public_key": shop.customer_public_key, "language": "fr"},
-        content_type="application/json",
-    )
-    assert answer.status_code == 201, answer.content
-    placed = answer.json()
+    placed = order_placed(shop, order_payload, language="fr")
     payment = PaymentRequest.objects.get(order__reference=placed["reference"])
-    devnet_pay(client=rpc_client(payment.asset.network), payment=payment, amount=payment.amount + Decimal("2.5"))
-    shop.anvil.mine(2)
-    call_command("scan_payments")
+    paid_on_the_chain(shop, (payment, payment.amount + Decimal("2.5")))
     return placed, Refund.objects.get(payment=payment)
 
 

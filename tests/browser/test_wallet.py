@@ -16,7 +16,6 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
 from django.utils import translation
 from django.utils.translation import gettext
 from eth_abi import encode
@@ -24,6 +23,7 @@ from eth_account import Account
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
 
 from tests.browser.checks import VIEWPORT, nu_clean
+from tests.browser.conftest import order_placed
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
@@ -171,15 +171,10 @@ def with_wallet(context, wallet: BrowserWallet, *, names: list[str], injected: b
 
 
 def placed_order(shop, order_payload, *, asset: str, language: str):
+    """An order placed through the API in `asset` and `language`: its page's path and its payment request."""
     from payments.models import PaymentRequest
 
-    answer = Client().post(
-        "/api/v1/orders/",
-        {**order_payload, "asset": asset, "ssh_public_key": shop.customer_public_key, "language": language},
-        content_type="application/json",
-    )
-    assert answer.status_code == 201, answer.content
-    placed = answer.json()
+    placed = order_placed(shop, order_payload, asset=asset, language=language)
     payment = PaymentRequest.objects.select_related("asset__network").get(order__reference=placed["reference"])
     return "/" + placed["status_url"].split("://", 1)[1].split("/", 1)[1], payment
 

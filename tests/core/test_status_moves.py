@@ -290,7 +290,7 @@ def test_a_status_written_outside_the_mover_is_found_on_a_copy_of_the_code(tmp_p
         "29: status",
     ]
     (call,) = status_move_calls(sources)
-    order = apps.get_model("shop", "Order")
+    order = apps.get_model("orders", "Order")
     assert (call.writer, _moved_model(call), call.field) == ("order_sideways", order, "status")
     with_it = _sources(ROOT, _packages(), _without_django()) + sources
     misnamed = [c for c in status_move_calls(with_it) if not c.writer.endswith("_transition")]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.placing import order_posted
+
 
 @pytest.fixture
 def placed_order(db, anvil, client, make_node, order_payload, only_local_network) -> dict:
@@ -12,6 +14,4 @@ def placed_order(db, anvil, client, make_node, order_payload, only_local_network
     A second lot stays free, so that the wizard can still be walked."""
     make_node()
     make_node()
-    response = client.post("/api/v1/orders/", order_payload, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()
+    return order_posted(client, order_payload)

@@ -113,9 +113,9 @@ def staff_pages(client: Client, *, reference: str) -> list[Page]:
     order = Order.objects.get(reference=reference)
     pages += [
         get(client, "admin index", "/admin/"),
-        get(client, "admin orders", "/admin/shop/order/"),
-        get(client, "admin order", f"/admin/shop/order/{order.pk}/change/"),
+        get(client, "admin orders", "/admin/orders/order/"),
+        get(client, "admin order", f"/admin/orders/order/{order.pk}/change/"),
         get(client, "admin networks", "/admin/payments/network/"),
-        get(client, "admin add node", "/admin/provisioning/node/add/"),
+        get(client, "admin add node", "/admin/fleet/node/add/"),
     ]
     return pages

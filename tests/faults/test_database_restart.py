@@ -45,6 +45,7 @@ class Answer:
     body: str
     seconds: float
     retry_after: str | None = None
+    request_id: str | None = None  # its X-Request-ID header
 
 
 def request(base: str, kind: str, number: int) -> Answer:
@@ -54,15 +55,17 @@ def request(base: str, kind: str, number: int) -> Answer:
     else:
         sent = urllib.request.Request(base + ("/" if kind == "home" else "/api/v1/catalog/"))
     started = time.monotonic()
-    retry_after = None
+    retry_after = request_id = None
     try:
         with urllib.request.urlopen(sent, timeout=15) as response:
             status, text = response.status, response.read().decode(errors="replace")
+            request_id = response.headers["X-Request-ID"]
     except urllib.error.HTTPError as error:
         status, text, retry_after = error.code, error.read().decode(errors="replace"), error.headers["Retry-After"]
+        request_id = error.headers["X-Request-ID"]
     except OSError as error:
         status, text = 0, repr(error)
-    return Answer(kind, started, status, text, time.monotonic() - started, retry_after)
+    return Answer(kind, started, status, text, time.monotonic() - started, retry_after, request_id)
 
 
 class Traffic(threading.Thread):
@@ -208,8 +211,11 @@ def test_a_postgres_restart_under_traffic_fails_requests_cleanly_and_the_same_pr
         if answer.kind == "home":
             assert "The service is briefly unavailable." in answer.body
         else:
-            assert json.loads(answer.body) == {
-                "detail": "The service is briefly unavailable. Please try again in a minute."
+            body = json.loads(answer.body)
+            assert body.pop("request_id") == answer.request_id and answer.request_id, answer.body
+            assert body == {
+                "detail": "The service is briefly unavailable. Please try again in a minute.",
+                "code": "unavailable",
             }
         assert answer.seconds < 6
         assert len(answer.body) < 2000, answer.body[:2000]

@@ -14,6 +14,7 @@ from payments.models import Credit
 from tests.faults.servers import wait_until
 from tests.payments.verification.helpers import ORDERS_URL, order_of, payment_of, units
 from tests.payments.verification.rpc_proxy import RpcProxy
+from tests.placing import order_posted
 from tests.servers import CeleryWorker, queue_delete, redis_answering, tasks_sent_to
 
 VISIBILITY_SECONDS = 2
@@ -60,7 +61,7 @@ def test_a_worker_killed_while_it_verifies_a_payment_is_replaced_and_the_transfe
 ):
     # Given a USDC order paid in full from the customer's wallet, with 2 confirmations
     make_node()
-    placed = client.post(ORDERS_URL, {**order_payload, "asset": "USDC"}, content_type="application/json").json()
+    placed = order_posted(client, {**order_payload, "asset": "USDC"})
     sent = chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
     chain.mine(1)
     env = {"CHAIN_RPC_URLS_LOCAL": slow_rpc.url, "CELERY_VISIBILITY_TIMEOUT_SECONDS": str(VISIBILITY_SECONDS)}

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import translation
 
 from tests.fuzz.helpers import CASES_TRIED, STATUSES
-from tests.placing import api_client  # noqa: F401 - a shared fixture
+from tests.placing import api_client, order_posted  # noqa: F401 - a shared fixture
 
 FREE_LOTS = 8
 
@@ -25,9 +25,7 @@ def shop_with_lots(anvil, make_node, only_local_network):  # noqa: F811 - the im
 @pytest.fixture
 def placed_order(shop_with_lots, order_payload) -> dict:
     """The 201 body of a one-lot order, placed through the API."""
-    response = Client().post("/api/v1/orders/", order_payload, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()
+    return order_posted(Client(), order_payload)
 
 
 @pytest.fixture

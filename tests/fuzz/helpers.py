@@ -6,6 +6,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from tests.api_answers import MARKS
+
 # How many cases each fuzz test sent, by operation or form, and the status codes they got;
 # printed at the end of the run (conftest.py) for the figures of docs/reliability-and-security.md.
 CASES_TRIED: Counter[str] = Counter()
@@ -28,12 +30,17 @@ def stored_state() -> dict[str, Any]:
 
 
 def what_is_wrong_is_said(body: Any, fields: Iterable[str]) -> str | None:
-    """None when a 4xx body names the problem: a non-empty `detail`, or a non-empty message list per known field.
+    """None when a 4xx body names the problem: its `code` and `request_id`, and a non-empty `detail` or a non-empty
+    message list per known field.
 
     Otherwise a sentence saying what is missing, for the assertion message.
     """
     if not isinstance(body, dict) or not body:
         return f"the body is not a JSON object with a message: {body!r:.200}"
+    for mark in MARKS:
+        if not isinstance(body.get(mark), str) or not body[mark]:
+            return f"no `{mark}`: {body!r:.200}"
+    body = {name: value for name, value in body.items() if name not in MARKS}
     if isinstance(body.get("detail"), str):
         return None if body["detail"].strip() else "`detail` is empty"
     known = set(fields) | {"non_field_errors"}

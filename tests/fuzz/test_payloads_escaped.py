@@ -15,7 +15,7 @@ from django.utils.html import escape
 from orders.models import Order
 from orders.payment_outcome import OrderPaymentOutcome, order_payment_outcome
 from tests.fuzz.strategies import PUBLIC_KEY
-from tests.shop.helpers import ORDERS_URL
+from tests.placing import order_posted
 
 pytestmark = [pytest.mark.django_db]
 
@@ -50,9 +50,7 @@ def placed_with_payloads(shop_with_lots, django_capture_on_commit_callbacks) -> 
         "hypothesis_kind": "bigger_batch",
     }
     with django_capture_on_commit_callbacks(execute=True):
-        response = Client().post(ORDERS_URL, body, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()
+        return order_posted(Client(), body)
 
 
 def test_the_payloads_are_stored_exactly_as_typed(placed_with_payloads):
@@ -140,8 +138,8 @@ def admin_client_(db) -> Client:
 def test_the_admin_list_and_change_pages_show_the_payloads_escaped(placed_with_payloads, admin_client_):
     # Given a superuser / When the orders list and the order's change page are opened
     order = Order.objects.get(reference=placed_with_payloads["reference"])
-    listing = admin_client_.get("/admin/shop/order/")
-    change = admin_client_.get(f"/admin/shop/order/{order.pk}/change/")
+    listing = admin_client_.get("/admin/orders/order/")
+    change = admin_client_.get(f"/admin/orders/order/{order.pk}/change/")
 
     # Then both pages answer, and every payload they show is escaped
     assert (listing.status_code, change.status_code) == (200, 200)

@@ -281,7 +281,7 @@ def test_the_admin_lists_orders(admin_client, placed):
     order = placed()
 
     # When a superuser opens the order list
-    response = admin_client.get("/admin/shop/order/")
+    response = admin_client.get("/admin/orders/order/")
 
     # Then the order is listed with its status
     assertContains(response, order.reference)
@@ -294,7 +294,7 @@ def test_the_admin_shows_an_orders_events_reservations_and_payment_request(admin
     node = Reservation.objects.get(order=order).node
 
     # When a superuser opens it in the admin
-    response = admin_client.get(f"/admin/shop/order/{order.pk}/change/")
+    response = admin_client.get(f"/admin/orders/order/{order.pk}/change/")
 
     # Then the page shows its history, the node it holds and its payment request
     assertContains(response, order.reference)
@@ -310,11 +310,11 @@ def test_the_admin_cancel_action_cancels_the_order_and_releases_its_lot(admin_cl
 
     # When a superuser runs the "cancel" action on it
     response = admin_client.post(
-        "/admin/shop/order/", {"action": "cancel_orders", "_selected_action": [order.pk]}, follow=True
+        "/admin/orders/order/", {"action": "cancel_orders", "_selected_action": [order.pk]}, follow=True
     )
 
     # Then the order is cancelled by that user, the lot is free again, and the admin says so
-    assertRedirects(response, "/admin/shop/order/")
+    assertRedirects(response, "/admin/orders/order/")
     assertContains(response, f"{order.reference}: cancelled")
     order.refresh_from_db()
     assert order.status == "cancelled"
@@ -330,7 +330,7 @@ def test_the_admin_cancel_action_warns_about_an_order_that_cannot_be_cancelled(a
 
     # When a superuser runs the "cancel" action on it
     response = admin_client.post(
-        "/admin/shop/order/", {"action": "cancel_orders", "_selected_action": [order.pk]}, follow=True
+        "/admin/orders/order/", {"action": "cancel_orders", "_selected_action": [order.pk]}, follow=True
     )
 
     # Then the admin warns that it cannot be cancelled, and it stays ended

@@ -23,7 +23,7 @@ from tests.stored_rows import an_order
 
 pytestmark = pytest.mark.django_db
 HOUR = dt.timedelta(hours=1)
-TIME_URL = "/admin/shop/order/{}/time/"
+TIME_URL = "/admin/orders/order/{}/time/"
 # What the customer reads, per language: the two kinds of credit, the section's title, the cap's sentence.
 SHOWN = {
     "en": ("Downtime given back", "Adjusted by staff", "Time given back", "at most 3 hours per rental"),
@@ -158,7 +158,7 @@ def test_staff_add_and_remove_time_with_a_reason_and_the_customer_is_emailed(
     end = order.ends_at
     mail.outbox.clear()
     client.force_login(operator)
-    page = client.get(f"/admin/shop/order/{order.pk}/change/")
+    page = client.get(f"/admin/orders/order/{order.pk}/change/")
     assert TIME_URL.format(order.pk).encode() in page.content
     assert TIME_URL.format(order.pk).encode() in client.get("/ops/").content  # the console links to it too
 
@@ -250,7 +250,7 @@ def test_staff_without_the_permission_cannot_adjust_time(rental, client):
     client.force_login(reviewer)
 
     # When they open the form or post to it
-    page = client.get(f"/admin/shop/order/{order.pk}/change/")
+    page = client.get(f"/admin/orders/order/{order.pk}/change/")
     forbidden = [client.get(TIME_URL.format(order.pk)), _staff_post(client, order, 600, "I want to.")]
 
     # Then the order page offers no link, the form answers 403, and the end did not move

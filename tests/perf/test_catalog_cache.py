@@ -16,6 +16,7 @@ from orders.models import Duration, Reservation
 from payments.models import Network
 from provisioning.models import Node
 from shop import catalog
+from tests.api_answers import error_fields
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("anvil")]
 ORDERS_URL = "/api/v1/orders/"
@@ -88,7 +89,7 @@ def test_a_stale_count_of_free_lots_never_lets_through_an_order_that_capacity_re
 
     # Then the order is refused with the true count, and nothing is held
     assert response.status_code == 400, response.content
-    assert response.json() == {"lots": ["Only 1 lot is available right now."]}
+    assert error_fields(response, "invalid") == {"lots": ["Only 1 lot is available right now."]}
     assert not Reservation.objects.exists()
 
 

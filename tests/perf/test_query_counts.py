@@ -49,18 +49,18 @@ CUSTOMER_PAGES: dict[str, tuple[Request, int]] = {
     "POST /api/v1/orders/": (_api_place, 201),
 }
 STAFF_PAGES: dict[str, tuple[Request, int]] = {
-    "admin orders": (lambda w, c: c.get("/admin/shop/order/"), 200),
+    "admin orders": (lambda w, c: c.get("/admin/orders/order/"), 200),
     "admin payments": (lambda w, c: c.get("/admin/payments/paymentrequest/"), 200),
-    "admin nodes": (lambda w, c: c.get("/admin/provisioning/node/"), 200),
+    "admin nodes": (lambda w, c: c.get("/admin/fleet/node/"), 200),
     "admin preparation runs": (lambda w, c: c.get("/admin/provisioning/preparationrun/"), 200),
     "admin assets (network page)": (lambda w, c: c.get("/admin/payments/network/"), 200),
-    "admin order page (events inline)": (_admin_change("shop/order", "paid"), 200),
+    "admin order page (events inline)": (_admin_change("orders/order", "paid"), 200),
     "admin payment page (credits, events)": (_admin_change("payments/paymentrequest", "paid"), 200),
     "admin credits": (lambda w, c: c.get("/admin/payments/credit/"), 200),
     "admin payment events": (lambda w, c: c.get("/admin/payments/paymentevent/"), 200),
     "admin refund events": (lambda w, c: c.get("/admin/payments/refundevent/"), 200),
-    "admin order events": (lambda w, c: c.get("/admin/shop/orderevent/"), 200),
-    "admin node events": (lambda w, c: c.get("/admin/provisioning/nodeevent/"), 200),
+    "admin order events": (lambda w, c: c.get("/admin/orders/orderevent/"), 200),
+    "admin node events": (lambda w, c: c.get("/admin/fleet/nodeevent/"), 200),
 }
 
 

@@ -239,7 +239,7 @@ def unknown_npm_scripts(text: str) -> list[str]:
 
 
 def is_permission(name: str) -> bool:
-    """`shop.manage_personal_data`: an app label and one of its models' permission codenames."""
+    """`orders.manage_personal_data`: an app label and one of its models' permission codenames."""
     label, _, codename = name.partition(".")
     try:
         models = apps.get_app_config(label).get_models()
@@ -254,7 +254,7 @@ def is_permission(name: str) -> bool:
 
 def unknown_dotted_names(text: str) -> list[str]:
     """`orders.orders.order_transition`: the longest prefix that is a module of the repository, then a name
-    defined (or imported) at the top of that module. A permission (`shop.manage_personal_data`) is one too."""
+    defined (or imported) at the top of that module. A permission (`orders.manage_personal_data`) is one too."""
     problems = set()
     for span in code_spans(text):
         match = DOTTED.match(span)
@@ -329,7 +329,7 @@ def test_a_broken_reference_of_each_kind_is_reported():
             "`python -m payments.signer` and `python -m payments.no_signer`; `npm run build:contracts`, "
             "`npm run build:all`.",
             "The writer is `orders.orders.order_transition`, not `orders.orders.order_move` nor `shop.models.Order`.",
-            "`POST orders/<ref>/extend/` is a URL; `shop.manage_personal_data` a permission, `shop.eat_cake` none.",
+            "`POST orders/<ref>/extend/` is a URL; `orders.manage_personal_data` a permission, `shop.eat_cake` none.",
             "```sh",
             "make nothing-here   # a fenced block counts as code too",
             "```",

@@ -34,7 +34,7 @@ from provisioning.states import (
 from tests.stored_rows import order_stored
 
 PASSWORD = "a-long-operator-password-42"
-NODES_ADMIN = "/admin/provisioning/node/"
+NODES_ADMIN = "/admin/fleet/node/"
 
 NODE_ALLOWED = [(src, to) for src, targets in NODE_TRANSITIONS.items() for to in sorted(targets)]
 NODE_REFUSED = [
@@ -206,7 +206,7 @@ def test_the_admin_shows_the_node_state_read_only_and_ignores_a_posted_state(ope
     # Given an available node
     node = a_node(NodeState.AVAILABLE)
     user = get_user_model().objects.get(username="olga")
-    assert user.has_perm("provisioning.change_node")
+    assert user.has_perm("fleet.change_node")
 
     # When the operator opens its page, and posts a change that includes a state
     page = operator_client.get(f"{NODES_ADMIN}{node.pk}/change/")

@@ -27,9 +27,9 @@ MATRIX = [
     ("admin: payments", "get", "/admin/payments/paymentrequest/", [LOGIN, LOGIN, 403, 200, 200]),
     ("admin: payment page", "get", "/admin/payments/paymentrequest/{payment}/change/", [LOGIN, LOGIN, 403, 200, 200]),
     ("admin: accept payment", "post", "/admin/payments/paymentrequest/", [LOGIN, LOGIN, 403, 200, 200]),
-    ("admin: nodes", "get", "/admin/provisioning/node/", [LOGIN, LOGIN, 200, 403, 200]),
-    ("admin: add node", "get", "/admin/provisioning/node/add/", [LOGIN, LOGIN, 200, 403, 200]),
-    ("admin: orders", "get", "/admin/shop/order/", [LOGIN, LOGIN, 200, 200, 200]),
+    ("admin: nodes", "get", "/admin/fleet/node/", [LOGIN, LOGIN, 200, 403, 200]),
+    ("admin: add node", "get", "/admin/fleet/node/add/", [LOGIN, LOGIN, 200, 403, 200]),
+    ("admin: orders", "get", "/admin/orders/order/", [LOGIN, LOGIN, 200, 200, 200]),
 ]
 CASES = [
     pytest.param(method, url, role, expected[index], id=f"{what} as {role}")

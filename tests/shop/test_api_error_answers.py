@@ -1,8 +1,11 @@
 """The API's expected failures are answered in one place (core.api_errors.ApiView): bad input of one field is a 400
-naming the field, a service's refusal a 409 with its words; the standard answers are documented once, in status
-order; and a view of a token-addressed order still answers 405 to a method it lacks, whatever the token."""
+naming the field, a service's refusal a 409 with its words, each with its stable `code`; the standard answers are
+documented once, in status order; and a view of a token-addressed order still answers 405 to a method it lacks,
+whatever the token."""
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 import pytest
 from rest_framework.request import Request
@@ -21,6 +24,7 @@ from core.api_errors import (
     documented,
 )
 from core.input_errors import OrderInputError
+from orders.price_guard import PriceChanged
 
 
 class Refusal(Exception):
@@ -56,21 +60,32 @@ def test_an_order_input_error_is_a_400_listing_its_message_under_its_field():
 
     # Then the answer is the field's list of messages, as DRF's own validation answers
     assert response.status_code == 400
-    assert response.data == {"address": ["This is not an address."]}
+    assert response.data == {"address": ["This is not an address."], "code": "invalid"}
 
 
 def test_a_named_refusal_is_a_409_with_its_words_as_the_detail():
     response = answer_to(Refusal("node-1 is rented: it is never rechecked"))
 
     assert response.status_code == 409
-    assert response.data == {"detail": "node-1 is rented: it is never rechecked"}
+    assert response.data == {"detail": "node-1 is rented: it is never rechecked", "code": "conflict"}
 
 
 def test_a_refusal_the_view_names_as_a_field_error_is_a_400_on_that_field():
     response = answer_to(BadPreparation("no preparation 'x'"))
 
     assert response.status_code == 400
-    assert response.data == {"preparation": ["no preparation 'x'"]}
+    assert response.data == {"preparation": ["no preparation 'x'"], "code": "invalid"}
+
+
+def test_a_coded_refusal_is_a_409_with_its_code_and_facts_in_any_view():
+    response = answer_to(PriceChanged(Decimal("1234.5")))
+
+    assert response.status_code == 409
+    assert response.data == {
+        "detail": "The price is now 1234.50 USD, not the total you expected. Check it and send again.",
+        "code": "price_changed",
+        "total_usd": "1234.50",
+    }
 
 
 def test_an_exception_the_view_does_not_name_is_not_swallowed():

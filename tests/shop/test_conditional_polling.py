@@ -312,7 +312,7 @@ def test_a_price_staff_change_in_the_admin_shows_on_the_kept_page_of_a_rental_at
 
     # When staff change the 7-day price in the admin
     saved = admin_client.post(
-        f"/admin/shop/duration/{week.pk}/change/",
+        f"/admin/orders/duration/{week.pk}/change/",
         {"days": 7, "price_per_lot_usd": "2990.00", "purpose_en": week.purpose_en, "active": "on"},
     )
     assert saved.status_code == 302, saved.content[:2000]

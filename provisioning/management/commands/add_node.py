@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
 
-from provisioning.models import Node, NodeDriver
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from fleet.models import Node, NodeDriver
 
 
 class Command(BaseCommand):
     help = "Register a GPU node (one node = one lot of two cards), or update the one with that name."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument("--driver", choices=NodeDriver.values, required=True)
         parser.add_argument("--host", default="")
@@ -40,7 +42,7 @@ class Command(BaseCommand):
             help="a scratch folder of the node, swept for the tenant's files at the end of each rental (repeatable)",
         )
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         if options["driver"] == NodeDriver.SSH and not (options["host"] and options["user"]):
             raise CommandError("an ssh node needs --host and --user")
         if options["access_tool"] and not options["access_tool"].startswith("/"):

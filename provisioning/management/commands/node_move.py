@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
 
-from provisioning.models import Node
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from fleet.models import Node
 from provisioning.moves import MoveRefused, move_for_node
 
 
@@ -15,12 +17,12 @@ class Command(BaseCommand):
         "and then ends the rental on the old node (its progress shows in /ops/)."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="the degraded or failed node's name")
         parser.add_argument("--actor", default="manage.py", help="who asks (recorded on the move)")
         parser.add_argument("--reason", default="", help="why (recorded on the move)")
 
-    def handle(self, *args, name: str, actor: str, reason: str, **options) -> None:
+    def handle(self, *args: Any, name: str, actor: str, reason: str, **options: Any) -> None:
         node = Node.objects.filter(name=name).first()
         if node is None:
             raise CommandError(f"no node {name!r}")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
 
-from provisioning.models import Node
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from fleet.models import Node
 from provisioning.node_checks import RECHECK_PREPARATION, RecheckRefused, recheck_start
 
 
@@ -14,7 +16,7 @@ class Command(BaseCommand):
         "tenant key); a pass returns it to available, a failure leaves it failed with the reason (see /ops/)."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="the node's name")
         parser.add_argument(
             "--preparation",
@@ -23,7 +25,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--actor", default="manage.py", help="who asks (recorded on the check and the node)")
 
-    def handle(self, *args, name: str, preparation: str, actor: str, **options) -> None:
+    def handle(self, *args: Any, name: str, preparation: str, actor: str, **options: Any) -> None:
         node = Node.objects.filter(name=name).first()
         if node is None:
             raise CommandError(f"no node {name!r}")

@@ -25,6 +25,7 @@ from tests.payments.verification.chain import Chain, Wallet
 from tests.payments.verification.helpers import ORDERS_URL, order_of, payment_of, units
 from tests.payments.verification.money_out import TREASURY
 from tests.payments.verification.rpc_proxy import RpcProxy
+from tests.placing import order_posted
 from tests.servers import Anvil
 
 
@@ -81,9 +82,7 @@ class Customer:
         self.make_node()
         body = {**self.order_payload, "network": "local", "asset": "USDC", **fields}
         with self.capture(execute=True):
-            response = self.client.post(ORDERS_URL, body, content_type="application/json")
-        assert response.status_code == 201, response.content
-        return response.json()
+            return order_posted(self.client, body)
 
     def paid(self, placed: dict, tx_hash: str | None = None):
         """POST "I have paid" (optionally with a tx hash) with the order's token."""

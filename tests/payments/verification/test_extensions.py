@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from orders.extensions import extensions_expire_overdue
-from orders.models import Extension, ExtensionEvent, Order
+from orders.models import Duration, Extension, ExtensionEvent, Order
 from orders.outbox import email_enqueue
 from payments.models import Notice, PaymentRequest, Refund
 from payments.review import Decision, ReviewError, payment_review_decide
@@ -129,6 +129,29 @@ def test_a_duration_not_in_the_catalog_is_refused_on_its_field(chain, customer, 
         assert "duration_days" in response.json()
     assert _extend(customer, placed, duration_days=3, network="local", asset="DOGE").status_code == 400
     assert Extension.objects.count() == 0
+
+
+def test_an_extension_whose_price_moved_since_the_customer_saw_it_is_refused_with_the_price_of_now(
+    chain, customer, scan_pass
+):
+    # Given an active rental of one lot, and a 3-day price raised after the customer read it
+    placed = _paid_order(chain, customer, scan_pass)
+    _active(placed)
+    three = Duration.objects.get(days=3)
+    seen = three.price_per_lot_usd
+    Duration.objects.filter(pk=three.pk).update(price_per_lot_usd=seen + 100)
+
+    # When the script extends with the total it saw
+    refused = _extend(customer, placed, duration_days=3, expected_total_usd=str(seen))
+
+    # Then it is refused with the price of now, and nothing is opened
+    assert refused.status_code == 409, refused.content
+    body = refused.json()
+    assert (body["code"], body["total_usd"]) == ("price_changed", f"{seen + 100:.2f}")
+    assert body["request_id"] == refused["X-Request-ID"]
+    assert Extension.objects.count() == 0
+    # And with the price of now it goes through
+    assert _extend(customer, placed, duration_days=3, expected_total_usd=body["total_usd"]).status_code == 201
 
 
 def test_an_extension_paid_after_the_rental_ended_goes_to_review_and_its_money_back(chain, customer, scan_pass):

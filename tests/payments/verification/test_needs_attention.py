@@ -73,11 +73,11 @@ def test_everything_waiting_on_a_person_is_listed_oldest_first_and_leaves_once_h
 
     # Then every kind an operator acts on is there, oldest first, each linking to where it is handled
     assert rows == [
-        ("node", resting.name, f"/admin/provisioning/node/{resting.pk}/change/"),
+        ("node", resting.name, f"/admin/fleet/node/{resting.pk}/change/"),
         ("outflow", paid["reference"], "/ops/#outflows-title"),
         ("paid", paid["reference"], "/ops/#waiting-title"),
         ("preparation_failed", over["reference"], "/ops/#failed-title"),
-        ("node", broken.name, f"/admin/provisioning/node/{broken.pk}/change/"),
+        ("node", broken.name, f"/admin/fleet/node/{broken.pk}/change/"),
     ]
     # And what waits on the payment reviewers (the short payment, the refund) is counted, naming them, unlinked
     assert "2 items for Payment reviewers" in client.get("/ops/").content.decode()

@@ -16,7 +16,7 @@ from tests.payments.verification.helpers import CATALOG_URL, order_of, order_ste
 from tests.staff import STAFF_PASSWORD
 
 PAYMENTS_ADMIN = "/admin/payments/paymentrequest/"
-ORDERS_ADMIN = "/admin/shop/order/"
+ORDERS_ADMIN = "/admin/orders/order/"
 
 
 def test_a_reviewer_accepts_a_late_payment_with_a_reason_and_the_order_is_paid(late_payment, reviewer, scan_pass):
@@ -91,8 +91,8 @@ def test_a_reviewer_can_neither_change_nodes_nor_cancel_orders(chain, customer, 
     client.login(username="rita", password=STAFF_PASSWORD)
 
     # When the reviewer opens the node's change page, posts a change to it, and runs "cancel" on the order
-    page = client.get(f"/admin/provisioning/node/{node.pk}/change/")
-    change = client.post(f"/admin/provisioning/node/{node.pk}/change/", {"name": "renamed", "state": "maintenance"})
+    page = client.get(f"/admin/fleet/node/{node.pk}/change/")
+    change = client.post(f"/admin/fleet/node/{node.pk}/change/", {"name": "renamed", "state": "maintenance"})
     orders = client.get(ORDERS_ADMIN)
     cancel = client.post(ORDERS_ADMIN, {"action": "cancel_orders", "_selected_action": [order_of(placed).pk]})
 

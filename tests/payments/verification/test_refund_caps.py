@@ -41,7 +41,7 @@ def cancel_in_admin(client, placed: dict):
     )
     client.force_login(admin)
     return client.post(
-        "/admin/shop/order/", {"action": "cancel_orders", "_selected_action": [order_of(placed).pk]}, follow=True
+        "/admin/orders/order/", {"action": "cancel_orders", "_selected_action": [order_of(placed).pk]}, follow=True
     )
 
 

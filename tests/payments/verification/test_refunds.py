@@ -18,7 +18,7 @@ from orders.orders import orders_expire_overdue
 from payments.models import PaymentRequest, Refund, RefundStatus
 from payments.review import Decision, ReviewError, payment_review_decide
 from payments.treasury import gas_account_address
-from tests.payments.verification.helpers import ORDERS_URL, order_of, payment_of, units
+from tests.payments.verification.helpers import order_of, payment_of, units
 from tests.payments.verification.money_out import (
     CUSTOMER_WALLET,
     EXCESS,
@@ -28,6 +28,7 @@ from tests.payments.verification.money_out import (
     overpaid,
     staff,
 )
+from tests.placing import order_posted
 
 
 def test_an_overpayment_opens_a_refund_of_the_exact_excess_the_customer_gives_an_address_and_a_reviewer_approves(
@@ -248,7 +249,7 @@ def _expired_then_paid_late(chain, customer, scan_pass, *, lots_taken: bool) -> 
     orders_expire_overdue()
     if lots_taken:  # another customer buys the only node (no node added for them)
         body = {**customer.order_payload, "network": "local", "asset": "USDC"}
-        assert customer.client.post(ORDERS_URL, body, content_type="application/json").status_code == 201
+        order_posted(customer.client, body)
     mail.outbox.clear()
     chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
     chain.mine(1)
@@ -397,7 +398,7 @@ def test_a_paid_order_cancelled_in_the_admin_refunds_everything_that_arrived(cha
     # When staff cancel both in the admin
     orders = Order.objects.filter(reference__in=[placed["reference"], unpaid["reference"]])
     answer = client.post(
-        "/admin/shop/order/", {"action": "cancel_orders", "_selected_action": [o.pk for o in orders]}, follow=True
+        "/admin/orders/order/", {"action": "cancel_orders", "_selected_action": [o.pk for o in orders]}, follow=True
     )
 
     # Then both are cancelled, and the paid one's money is due back in full, as a cancellation

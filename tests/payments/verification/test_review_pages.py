@@ -88,7 +88,7 @@ def test_every_amount_on_the_payment_list_and_page_is_in_units_with_its_symbol(l
         assert not re.search(rf"\b{raw}\b", text(response)), "an amount in base units alone"
         assert "base units" not in text(response)
     # And the order's page (its payment inline) too
-    order_page = client.get(f"/admin/shop/order/{order_of(late_payment).pk}/change/")
+    order_page = client.get(f"/admin/orders/order/{order_of(late_payment).pk}/change/")
     assert asked in text(order_page) and not re.search(rf"\b{raw}\b", text(order_page))
 
 

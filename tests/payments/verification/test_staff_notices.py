@@ -96,7 +96,7 @@ def test_a_short_payment_tells_the_reviewers_once(chain, customer, scan_pass):
     assert order_of(placed).status == OrderStatus.NEEDS_REVIEW
     (told,) = staff_mail(REVIEW)
     assert told.subject.endswith(f"Order {placed['reference']}: its payment needs a review")
-    assert f"/admin/shop/order/{order_of(placed).pk}/change/" in told.body
+    assert f"/admin/orders/order/{order_of(placed).pk}/change/" in told.body
     assert placed["access_token"] not in told.body
     assert not staff_mail(OPS)
 

@@ -12,14 +12,12 @@ import pytest
 
 from payments.models import Credit
 from payments.review import Decision, payment_review_decide
-from tests.payments.verification.helpers import order_of, order_steps, payment_of, payment_steps, units
+from tests.payments.verification.helpers import order_of, order_steps, pay, payment_of, payment_steps, units
 
 
 def paid_order(chain, customer, scan_pass) -> dict:
-    placed = customer.order()
-    chain.wallet.pay_token(chain.usdc, placed["payment"]["address"], units(placed))
-    chain.mine(1)
-    scan_pass()
+    """An order paid in full in USDC, final after one block and a scan."""
+    placed = pay(chain, customer, scan_pass)
     assert customer.read(placed)["status"] == "paid"
     return placed
 

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from payments.models import Credit, Notice
+from tests.api_answers import error_fields
 from tests.payments.verification.chain import call_data
 from tests.payments.verification.helpers import order_of, order_steps, payment_of, payment_steps, units
 
@@ -109,7 +110,7 @@ def test_a_malformed_tx_hash_is_refused_with_a_message_on_the_field(chain, custo
 
     # Then the API answers 400 with a message on tx_hash, and nothing is recorded
     assert response.status_code == 400
-    assert response.json() == {"tx_hash": [INVALID_HASH_MESSAGE]}
+    assert error_fields(response, "invalid") == {"tx_hash": [INVALID_HASH_MESSAGE]}
     assert not Notice.objects.filter(payment=payment_of(placed)).exists()
     assert order_of(placed).status == "awaiting_payment"
 

@@ -8,6 +8,7 @@ from core.jobs.kinds import JobKind
 from payments.models import Credit, Notice, PaymentEvent
 from payments.tasks import notice_verify_task
 from tests.payments.verification.helpers import ORDERS_URL, order_of, payment_of, units
+from tests.placing import order_posted
 from tests.servers import celery_worker_on, redis_answering
 
 worker_test = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -32,9 +33,7 @@ def payments_worker(transactional_db, redis_url, chain, tmp_path):
 def place_usdc_order(client, make_node, order_payload) -> dict:
     make_node()
     body = {**order_payload, "network": "local", "asset": "USDC"}
-    response = client.post(ORDERS_URL, body, content_type="application/json")
-    assert response.status_code == 201, response.content
-    return response.json()
+    return order_posted(client, body)
 
 
 def press_i_have_paid(client, placed: dict, tx_hash: str):

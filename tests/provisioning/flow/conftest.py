@@ -10,6 +10,7 @@ from django.db import transaction
 
 from orders.models import Order
 from orders.payment_outcome import OrderPaymentOutcome, order_payment_outcome
+from tests.placing import order_posted
 from tests.provisioning.flow.node_faults import (  # noqa: F401 - fixtures
     fast_preparation,
     node_on,
@@ -121,14 +122,14 @@ def paid_order(anvil, client, order_payload, customer_key):
 
     def place(*, lots: int = 1, preparation: str = "two-card-distributed", ssh_public_key: str = "") -> Order:
         key = ssh_public_key or customer_key[1]
-        body = {**order_payload, "lots": lots, "preparation": preparation, "ssh_public_key": key}
-        response = client.post("/api/v1/orders/", body, content_type="application/json")
-        assert response.status_code == 201, response.json()
-        order = Order.objects.get(reference=response.json()["reference"])
+        placed = order_posted(
+            client, {**order_payload, "lots": lots, "preparation": preparation, "ssh_public_key": key}
+        )
+        order = Order.objects.get(reference=placed["reference"])
         with transaction.atomic():
             order_payment_outcome(order_id=order.pk, outcome=OrderPaymentOutcome.PAID, reason="paid in the test")
         order.refresh_from_db()
-        order.access_token = response.json()["access_token"]
+        order.access_token = placed["access_token"]
         return order
 
     return place

@@ -12,6 +12,7 @@ from django.utils import timezone
 from orders.models import OrderStatus, Preparation
 from provisioning.models import AccessGrant, NodeState, PreparationRun
 from provisioning.tasks import access_reminders_task
+from tests.placing import order_posted
 
 PREPARE = "/api/v1/orders/{}/prepare/"
 # One card "over 90 %" and the other "under 5 %" always holds with these: memory_balance fails.
@@ -100,7 +101,7 @@ def test_only_operators_trigger_a_preparation(paid_order, local_node, operator, 
 @pytest.mark.django_db
 def test_an_order_that_is_not_paid_cannot_be_prepared(anvil, client, order_payload, local_node, operator):
     local_node()
-    body = client.post("/api/v1/orders/", order_payload, content_type="application/json").json()
+    body = order_posted(client, order_payload)
     client.force_login(operator)
     response = client.post(PREPARE.format(body["reference"]))
     assert response.status_code == 409 and "only a paid order" in response.json()["detail"]

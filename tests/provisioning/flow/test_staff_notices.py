@@ -45,7 +45,7 @@ def test_a_failed_preflight_tells_the_operators_the_node_and_the_order_failed_on
         f"Order {order.reference}: the preparation failed",
     ]
     node_mail = next(m for m in mail.outbox if m.subject.endswith(f"Node {node.name} failed"))
-    assert f"/admin/provisioning/node/{node.pk}/change/" in node_mail.body and "memory_balance" in node_mail.body
+    assert f"/admin/fleet/node/{node.pk}/change/" in node_mail.body and "memory_balance" in node_mail.body
     assert order.access_token not in "".join(m.body for m in mail.outbox if OPS in m.to)
 
 
