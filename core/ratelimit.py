@@ -33,6 +33,8 @@ COUNTED: dict[tuple[str, str | None], str] = {
     ("shop:order_extend", "POST"): "extensions",
     ("api_order_ssh_key", "POST"): "key_changes",
     ("shop:order_ssh_key", "POST"): "key_changes",
+    ("api_order_link_rotate", "POST"): "link_rotations",
+    ("shop:order_link_rotate", "POST"): "link_rotations",
 }
 # Views that check an order token: a 404 counts as a failed guess, and past the limit they all answer 429.
 # Every one of them: a view left out is a free guessing oracle (tests/security/test_ratelimit.py).
@@ -49,6 +51,8 @@ TOKEN_CHECKED = {
     "shop:refund_address",
     "shop:order_manifest",
     "shop:order_receipt",
+    "api_order_link_rotate",
+    "shop:order_link_rotate",
 }
 
 
@@ -66,6 +70,8 @@ def limits() -> dict[str, Limit]:
         "extensions": Limit(settings.RATELIMIT_EXTENSIONS, settings.RATELIMIT_WINDOW_S),
         # Each key replaced on an active rental rewrites the account on every node.
         "key_changes": Limit(settings.RATELIMIT_KEY_CHANGES, settings.RATELIMIT_WINDOW_S),
+        # Each new link is an email to the order's address: as few as key changes.
+        "link_rotations": Limit(settings.RATELIMIT_KEY_CHANGES, settings.RATELIMIT_WINDOW_S),
         "token_failures": Limit(settings.RATELIMIT_TOKEN_FAILURES, settings.RATELIMIT_WINDOW_S),
         "lookups": Limit(settings.RATELIMIT_LOOKUPS, settings.RATELIMIT_WINDOW_S),
         # Its own, longer window: it caps the emails a stranger can make one address receive.

@@ -14,4 +14,4 @@ class OrdersConfig(AppConfig):
 
     def ready(self) -> None:
         # the capacity cache's signals; the outbox's
-        from orders import capacity_shown, outbox  # noqa: F401
+        from orders import capacity_shown, link_rotation, outbox  # noqa: F401

@@ -24,7 +24,9 @@ from core.conditional import etag_matches, not_modified, validator_set
 from core.input_errors import OrderInputError
 from core.page_cache import page_key
 from orders.key_change import KeyChangeRefused, key_replace
+from orders.link_rotation import order_link_rotate
 from orders.models import Duration, HypothesisKind, LotSpec, Preparation
+from orders.order_links import order_status_path
 from orders.sshkeys import MAX_KEY_CHARS
 from payments.checkout import order_first_payment
 from payments.models import Asset, Network
@@ -511,3 +513,30 @@ class OrderSshKeyApi(TokenOrderApi):
             "detail": detail,
         }
         return Response(SshKeyChangeOutput(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class LinkRotatedOutput(serializers.Serializer[Mapping[str, object]]):
+    reference = serializers.CharField()
+    access_token = serializers.CharField(help_text="The order's new token: the previous one no longer opens it")
+    status_url = serializers.CharField(help_text="The order's new private link (also emailed to the order's address)")
+    detail = serializers.CharField()
+
+
+class OrderLinkRotateApi(TokenOrderApi):
+    @extend_schema(
+        parameters=[TOKEN_HEADER],
+        request=None,
+        responses=documented({200: LinkRotatedOutput, 404: NOT_FOUND}, LIMITED),
+        summary="Make the order's private link and token anew (the old ones stop working at once)",
+    )
+    def post(self, request: Request, reference: str) -> Response:
+        order = self.token_order(reference)
+        token = order_link_rotate(order_id=order.pk)
+        order.refresh_from_db(fields=["access_nonce"])
+        body = {
+            "reference": order.reference,
+            "access_token": token,
+            "status_url": request.build_absolute_uri(order_status_path(order)),
+            "detail": _("The previous link no longer opens the order. The new one is on its way to your email."),
+        }
+        return Response(LinkRotatedOutput(body).data)

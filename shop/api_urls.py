@@ -15,6 +15,7 @@ urlpatterns = [
     path("orders/<str:reference>/paid/", api.OrderPaidApi.as_view(), name="api_order_paid"),
     path("orders/<str:reference>/extend/", api.OrderExtendApi.as_view(), name="api_order_extend"),
     path("orders/<str:reference>/ssh-key/", api.OrderSshKeyApi.as_view(), name="api_order_ssh_key"),
+    path("orders/<str:reference>/tokens/rotate/", api.OrderLinkRotateApi.as_view(), name="api_order_link_rotate"),
     path("orders/<str:reference>/prepare/", OrderPrepareApi.as_view(), name="api_order_prepare"),
     path("nodes/<str:name>/recheck/", NodeRecheckApi.as_view(), name="api_node_recheck"),
     path("nodes/<str:name>/move/", NodeMoveApi.as_view(), name="api_node_move"),

@@ -18,6 +18,7 @@ urlpatterns = [
     path("o/<str:reference>/<str:token>/paid/", views.order_paid, name="order_paid"),
     path("o/<str:reference>/<str:token>/extend/", views.order_extend, name="order_extend"),
     path("o/<str:reference>/<str:token>/ssh-key/", views.order_ssh_key, name="order_ssh_key"),
+    path("o/<str:reference>/<str:token>/link/", views.order_new_link, name="order_link_rotate"),
     path(
         "o/<str:reference>/<str:token>/refunds/<int:refund_id>/address/",
         views.refund_address,

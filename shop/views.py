@@ -30,6 +30,7 @@ from core.page_cache import page_kept, page_key
 from orders.credit_lines import credit_summary
 from orders.extensions import extension_refusal
 from orders.key_change import KeyChangeRefused, key_change_unapplied, key_replace, key_replaceable
+from orders.link_rotation import order_link_rotate
 from orders.models import HypothesisKind, Order, OrderStatus, order_total_usd
 from orders.order_links import order_key_form_path, order_status_path
 from orders.orders import order_for_token
@@ -506,6 +507,19 @@ def order_ssh_key(request: HttpRequest, reference: str, token: str) -> HttpRespo
             return redirect(order_key_form_path(order))
     form.forget_private_key()
     return _status_page(request, order, token, key_form=form, status=400)
+
+
+@require_POST
+def order_new_link(request: HttpRequest, reference: str, token: str) -> HttpResponse:
+    """The order page's "Make a new private link": this page's address stops working; the new one is emailed."""
+    order = _order_or_404(reference, token)
+    order_link_rotate(order_id=order.pk)
+    order.refresh_from_db(fields=["access_nonce"])
+    messages.success(
+        request,
+        _("This is your order's new private link; the previous one no longer works. It is on its way to your email."),
+    )
+    return redirect(order_status_path(order))
 
 
 @require_POST

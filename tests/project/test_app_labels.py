@@ -145,3 +145,9 @@ def test_a_group_of_before_is_not_lost_to_a_new_content_type(db, clean_content_t
     call_command("migrate", stdout=io.StringIO(), verbosity=0)
     assert kept.permissions.get().content_type.app_label == "fleet"
     assert ContentType.objects.filter(model="node").count() == 1
+
+
+def test_the_migrations_describe_the_models_as_they_are(db):
+    """A model changed without its migration (or a label moved without its state) would be a migration made on the
+    server at the next deploy, or a table Django believes is elsewhere."""
+    call_command("makemigrations", check=True, dry_run=True, stdout=io.StringIO())

@@ -7,7 +7,9 @@ from django.core.cache import cache
 from django.test import Client
 
 from core.ratelimit import TOKEN_CHECKED
+from shop import api_urls
 from shop import urls as shop_urls
+from shop.order_api_base import TokenOrderApi
 from tests.security.helpers import page_path
 
 
@@ -95,6 +97,11 @@ def test_wrong_tokens_on_extend_and_refund_address_count_as_guesses(limits_on, p
 def test_every_page_under_the_order_token_is_token_checked():
     # The pages take the token in the path; the API's token-checked views are the order's own (not staff's)
     pages = {f"shop:{pattern.name}" for pattern in shop_urls.urlpatterns if "<str:token>" in str(pattern.pattern)}
-    api = {"api_order_detail", "api_order_paid", "api_order_extend", "api_refund_address"}
+    api = {"api_order_detail"} | {
+        pattern.name
+        for pattern in api_urls.urlpatterns
+        if issubclass(getattr(pattern.callback, "view_class", object), TokenOrderApi)
+    }
+    assert {"api_order_paid", "api_order_extend", "api_refund_address", "api_order_link_rotate"} <= api
 
     assert pages and pages | api <= TOKEN_CHECKED, sorted((pages | api) - TOKEN_CHECKED)
